@@ -1,0 +1,174 @@
+"""Front door 1, the Scheduler API: a read-only view in, a decision out.
+
+A heuristic subclasses :class:`Scheduler` and implements ``decide(view) -> Decision``. The view shows
+what a real cluster shows (observed loss points, measured speeds, progress, placements, free
+resources); the true loss curve and speed function stay inside the engine. A scheduler that is an
+oracle by design (e.g. SRTF, optimus-oracle) sets ``oracle = True`` and gets ``view.oracle``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Mapping
+
+import numpy as np
+
+from .config import Demand
+
+if TYPE_CHECKING:
+    from .cluster import Cluster
+    from .sim import Simulator
+
+
+class DecisionError(ValueError):
+    """A decision that cannot be applied; the message names the task, job, node or GPU."""
+
+
+@dataclass
+class Decision:
+    """What a scheduler wants changed. Empty fields change nothing.
+
+    - allocate: job id -> (num_ps, num_workers); new tasks start unplaced, the highest-numbered go.
+    - place: task id -> node (name or index) or (node, gpu slot on that node). Placing a placed
+      task of a running job migrates it (checkpoint/restore cost). Without a GPU slot a worker gets
+      a free GPU of the node; with one it may share an occupied GPU (time-slicing or packing).
+    - preempt: job ids whose tasks all leave their nodes; progress is kept (suspend), and a later
+      placement resumes the job after a restore.
+    - cpu_limits: task id -> soft limit as a fraction of its node's cores (FlowCon); 1.0 = none.
+    - gpu_mode: "node/gN" -> "pack" or "timeslice" for workers that share that GPU.
+    """
+
+    allocate: dict[str, tuple[int, int]] = field(default_factory=dict)
+    place: dict[str, object] = field(default_factory=dict)
+    preempt: list[str] = field(default_factory=list)
+    cpu_limits: dict[str, float] = field(default_factory=dict)
+    gpu_mode: dict[str, str] = field(default_factory=dict)
+
+    def empty(self) -> bool:
+        return not (self.allocate or self.place or self.preempt or self.cpu_limits or self.gpu_mode)
+
+
+@dataclass(frozen=True)
+class TaskView:
+    task_id: str
+    job_id: str
+    role: str
+    node: int  # -1: unplaced
+    gpu: int  # global GPU index, -1: none
+    cpu_limit: float
+    demand: Demand
+
+
+@dataclass(frozen=True)
+class JobView:
+    """One job as a cluster operator sees it: no true curve, no true speed function."""
+
+    job_id: str
+    model: str
+    user: str
+    weight: float
+    arrival_s: float
+    status: str  # pending | running
+    num_ps: int
+    num_workers: int
+    requested: tuple[int, int]  # (num_ps, num_workers) asked for at submission
+    ps_demand: Demand
+    worker_demand: Demand
+    param_bytes: float
+    sync: bool
+    gpu_util: float  # profiled utilisation alone (Gandiva-style introspection)
+    gpu_mem_gb: float
+    steps_per_epoch: int
+    max_epochs: int  # the user's epoch budget
+    steps_done: float
+    epochs_done: int
+    observed_loss: tuple[tuple[int, float], ...]
+    observed_speed: Mapping[tuple[int, int], float]
+    attained_gpu_s: float  # GPU-seconds received so far (Tiresias' attained service)
+    run_s: float
+    first_start_s: float  # nan if never started
+    shard_nodes: tuple[int, ...]
+    tasks: tuple[TaskView, ...]
+
+
+class OracleView:
+    """The engine's hidden truth, for schedulers that declare themselves oracles."""
+
+    def __init__(self, sim: Simulator):
+        self._sim = sim
+
+    def remaining_steps(self, job_id: str) -> float:
+        job = self._sim.job(job_id)
+        return job.total_steps - job.steps_done
+
+    def total_steps(self, job_id: str) -> int:
+        return self._sim.job(job_id).total_steps
+
+    def speed(self, job_id: str, ps_nodes: list[int], worker_nodes: list[int]) -> float:
+        """True steps/s of the job alone on the cluster with this placement."""
+        return self._sim.isolated_speed(job_id, ps_nodes, worker_nodes)
+
+
+class ClusterView:
+    """Read-only snapshot of the cluster at a decision point (arrays are not writeable)."""
+
+    def __init__(self, sim: Simulator, oracle: bool):
+        self._sim = sim
+        self.time: float = sim.now
+        self.cluster: Cluster = sim.cluster
+        self.free_cpu = _ro(sim.cluster.cpus - sim.used_cpu)
+        self.free_mem = _ro(sim.cluster.memory - sim.used_mem)
+        self.free_bw = _ro(sim.cluster.nic - sim.used_bw)
+        self.gpu_owners: tuple[tuple[str, ...], ...] = tuple(tuple(o) for o in sim.gpu_tasks)
+        self.free_gpus = _ro(
+            np.bincount(
+                sim.cluster.gpu_node[[not o for o in sim.gpu_tasks]],
+                minlength=sim.cluster.n_nodes,
+            )
+        )
+        self.gpu_packed = _ro(sim.gpu_mode.astype(bool))
+        self.jobs: tuple[JobView, ...] = tuple(sim.job_view(j) for j in sim.active_jobs())
+        self.oracle = OracleView(sim) if oracle else None
+
+    def job(self, job_id: str) -> JobView:
+        for j in self.jobs:
+            if j.job_id == job_id:
+                return j
+        raise KeyError(f"no active job {job_id!r}")
+
+    @property
+    def pending(self) -> tuple[JobView, ...]:
+        return tuple(j for j in self.jobs if j.status == "pending")
+
+    @property
+    def running(self) -> tuple[JobView, ...]:
+        return tuple(j for j in self.jobs if j.status == "running")
+
+    def gpu_key(self, gpu: int) -> str:
+        c = self.cluster
+        return f"{c.node_names[c.gpu_node[gpu]]}/g{c.gpu_slot[gpu]}"
+
+
+def _ro(a: np.ndarray) -> np.ndarray:
+    a = np.array(a)
+    a.setflags(write=False)
+    return a
+
+
+class Scheduler(ABC):
+    """Base class of every heuristic: one method, ``decide``.
+
+    ``name`` is the registry name; ``oracle`` asks for the engine's truth (named as such in results).
+    ``reset(seed)`` is called at the start of each episode with the episode's seed.
+    """
+
+    name: str = "scheduler"
+    oracle: bool = False
+
+    def reset(self, seed: int | None = None) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    @abstractmethod
+    def decide(self, view: ClusterView) -> Decision:
+        """Return the changes to make at this decision point."""

@@ -1,0 +1,128 @@
+"""The cluster: racks -> nodes -> GPUs, as a networkx topology plus flat numpy arrays.
+
+The graph is what a reader or a graph policy looks at (core switch - rack switches - nodes - GPUs,
+edges carrying bandwidth); the arrays are what the engine computes with. Node i of the arrays is
+`cluster.node_names[i]`; GPU g lives on node `gpu_node[g]` as its `gpu_slot[g]`-th GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import networkx as nx
+import numpy as np
+
+from .config import ClusterConfig, load_cluster
+
+MB = 1e6
+GB = 1e9
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class Cluster:
+    config: ClusterConfig
+    node_names: tuple[str, ...]
+    node_type: tuple[str, ...]
+    node_rack: np.ndarray  # int, rack index per node
+    cpus: np.ndarray  # cores
+    memory: np.ndarray  # GB
+    gpus: np.ndarray  # count per node
+    gpu_memory: np.ndarray  # GB per GPU, per node
+    nic: np.ndarray  # bytes/s per direction
+    uplink: np.ndarray  # bytes/s per direction, per rack
+    gpu_node: np.ndarray  # node index per global GPU
+    gpu_slot: np.ndarray  # local index per global GPU
+    gpu_base: np.ndarray  # first global GPU index per node
+    graph: nx.Graph = field(repr=False)
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.node_names)
+
+    @property
+    def n_racks(self) -> int:
+        return len(self.uplink)
+
+    @property
+    def n_gpus(self) -> int:
+        return len(self.gpu_node)
+
+    def node_index(self, name: str) -> int:
+        try:
+            return self._index[name]
+        except KeyError:
+            raise KeyError(f"unknown node {name!r}") from None
+
+    @property
+    def _index(self) -> dict[str, int]:
+        # cached on first use; the dataclass is frozen so use object.__setattr__
+        idx = self.__dict__.get("_idx")
+        if idx is None:
+            idx = {n: i for i, n in enumerate(self.node_names)}
+            object.__setattr__(self, "_idx", idx)
+        return idx
+
+    def totals(self) -> dict[str, float]:
+        return {
+            "cpu": float(self.cpus.sum()),
+            "mem": float(self.memory.sum()),
+            "gpu": float(self.gpus.sum()),
+            "bw": float(self.nic.sum()),
+        }
+
+
+def build_cluster(spec: str | ClusterConfig) -> Cluster:
+    """Expand a cluster config (preset name, YAML path or parsed config) into a Cluster."""
+    cfg = load_cluster(spec)
+    names, types, rack_of, uplinks = [], [], [], []
+    for group in cfg.racks:
+        for _ in range(group.count):
+            r = len(uplinks)
+            uplinks.append(group.uplink_MBps * MB)
+            i = 0
+            for ng in group.nodes:
+                for _ in range(ng.count):
+                    names.append(f"r{r}-n{i}")
+                    types.append(ng.type)
+                    rack_of.append(r)
+                    i += 1
+    nt = [cfg.node_types[t] for t in types]
+    gpus = np.array([t.gpus for t in nt], dtype=np.int64)
+    gpu_base = np.concatenate([[0], np.cumsum(gpus)[:-1]]).astype(np.int64)
+    gpu_node = np.repeat(np.arange(len(names)), gpus)
+    gpu_slot = np.arange(int(gpus.sum())) - gpu_base[gpu_node]
+
+    g = nx.Graph(name=cfg.name)
+    g.add_node("core", kind="switch")
+    for r, bw in enumerate(uplinks):
+        g.add_node(f"rack{r}", kind="rack")
+        g.add_edge("core", f"rack{r}", bandwidth=bw)
+    for i, (name, t) in enumerate(zip(names, nt)):
+        g.add_node(name, kind="node", index=i, cpus=t.cpus, memory_gb=t.memory_gb, type=types[i])
+        g.add_edge(f"rack{rack_of[i]}", name, bandwidth=t.nic_MBps * MB)
+        for s in range(t.gpus):
+            gname = f"{name}/g{s}"
+            g.add_node(gname, kind="gpu", model=t.gpu_model, memory_gb=t.gpu_memory_gb)
+            g.add_edge(name, gname)
+
+    return Cluster(
+        config=cfg,
+        node_names=tuple(names),
+        node_type=tuple(types),
+        node_rack=_frozen(np.array(rack_of, dtype=np.int64)),
+        cpus=_frozen(np.array([t.cpus for t in nt], dtype=float)),
+        memory=_frozen(np.array([t.memory_gb for t in nt], dtype=float)),
+        gpus=_frozen(gpus),
+        gpu_memory=_frozen(np.array([t.gpu_memory_gb for t in nt], dtype=float)),
+        nic=_frozen(np.array([t.nic_MBps * MB for t in nt], dtype=float)),
+        uplink=_frozen(np.array(uplinks, dtype=float)),
+        gpu_node=_frozen(gpu_node),
+        gpu_slot=_frozen(gpu_slot),
+        gpu_base=_frozen(gpu_base),
+        graph=g,
+    )

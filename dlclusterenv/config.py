@@ -1,0 +1,195 @@
+"""Validated configuration: clusters, the model zoo, scenarios.
+
+Every YAML file is checked by pydantic on load; an unknown key, a wrong type or an impossible value
+raises :class:`ConfigError` naming the file, the key path and the value (see DESIGN.md, "bad input").
+Units everywhere: seconds, bytes for model and data sizes, MB/s (1e6 bytes/s) for bandwidth, GB for
+memory, cores for CPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names file, key path and value."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ----------------------------------------------------------------------------- cluster
+class NodeType(_Strict):
+    cpus: float = Field(gt=0, description="CPU cores")
+    memory_gb: float = Field(gt=0)
+    gpus: int = Field(ge=0)
+    gpu_memory_gb: float = Field(default=0.0, ge=0)
+    gpu_model: str = "none"
+    nic_MBps: float = Field(gt=0, description="NIC bandwidth per direction, MB/s")
+
+
+class NodeGroup(_Strict):
+    type: str
+    count: int = Field(ge=1)
+
+
+class RackGroup(_Strict):
+    count: int = Field(default=1, ge=1, description="racks of this shape")
+    uplink_MBps: float = Field(gt=0, description="rack uplink bandwidth per direction, MB/s")
+    nodes: list[NodeGroup] = Field(min_length=1)
+
+
+class Overheads(_Strict):
+    """Costs of the GPU-sharing and elasticity mechanisms (defaults cited in configs)."""
+
+    checkpoint_s: float = Field(default=10.0, ge=0, description="fixed part of checkpoint+restore")
+    checkpoint_MBps: float = Field(default=200.0, gt=0, description="checkpoint write/read speed")
+    suspend_resume_s: float = Field(default=0.1, ge=0, description="per time-slice switch")
+    time_slice_s: float = Field(default=60.0, gt=0, description="round-robin quantum")
+
+
+class ClusterConfig(_Strict):
+    name: str
+    source: str = Field(min_length=1, description="where the numbers come from")
+    node_types: dict[str, NodeType] = Field(min_length=1)
+    racks: list[RackGroup] = Field(min_length=1)
+    overheads: Overheads = Overheads()
+
+    @model_validator(mode="after")
+    def _types_exist(self) -> "ClusterConfig":
+        for i, rack in enumerate(self.racks):
+            for j, group in enumerate(rack.nodes):
+                if group.type not in self.node_types:
+                    raise ValueError(
+                        f"racks.{i}.nodes.{j}.type: unknown node type {group.type!r} "
+                        f"(known: {sorted(self.node_types)})"
+                    )
+        return self
+
+
+# ----------------------------------------------------------------------------- model zoo
+class Demand(_Strict):
+    cpu: float = Field(ge=0, description="cores reserved")
+    mem_gb: float = Field(ge=0)
+    gpu: int = Field(default=0, ge=0, le=1, description="a task uses at most one GPU")
+    bw_MBps: float = Field(default=0.0, ge=0, description="per-task bandwidth cap; 0 = uncapped")
+
+
+class LossCurve(_Strict):
+    """Optimus' convergence model l(k) = 1/(b0*k + b1) + b2, k in epochs, plus Gaussian noise."""
+
+    b0: float = Field(gt=0)
+    b1: float = Field(gt=0)
+    b2: float = Field(ge=0)
+    noise: float = Field(default=0.0, ge=0, description="std of observation noise, relative")
+
+
+class Convergence(_Strict):
+    """Converged at the first epoch whose true loss improves by less than `rel_delta`."""
+
+    rel_delta: float = Field(gt=0, lt=1)
+    max_epochs: int = Field(ge=1, description="epoch budget")
+
+
+class ModelSpec(_Strict):
+    source: str = Field(min_length=1)
+    param_bytes: float = Field(gt=0)
+    step_compute_s: float = Field(
+        gt=0,
+        description="sync: one worker computing the whole global batch; async: one worker batch",
+    )
+    step_overhead_s: float = Field(default=0.0, ge=0, description="fixed per-step cost (t1)")
+    ps_update_s: float = Field(
+        default=0.0, ge=0, description="PS time to apply one worker's full gradient"
+    )
+    compute_on: Literal["gpu", "cpu"] = "gpu"
+    cpu_max: float | None = Field(
+        default=None, gt=0, description="cores a worker can use (work-conserving); default = demand"
+    )
+    input_bytes_per_step: float = Field(default=0.0, ge=0, description="global batch input bytes")
+    dataset_bytes: float = Field(default=0.0, ge=0, description="input data set size (shards)")
+    steps_per_epoch: int = Field(ge=1)
+    sync: bool = True
+    ps: Demand
+    worker: Demand
+    gpu_util: float = Field(default=0.9, gt=0, le=1, description="GPU utilisation alone")
+    gpu_mem_gb: float = Field(default=0.0, ge=0)
+    loss: LossCurve
+    convergence: Convergence
+    default_ps: int = Field(default=1, ge=1)
+    default_workers: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _gpu_consistent(self) -> "ModelSpec":
+        if self.compute_on == "gpu" and self.worker.gpu != 1:
+            raise ValueError("compute_on is 'gpu' but worker.gpu is not 1")
+        if self.compute_on == "cpu" and self.worker.gpu != 0:
+            raise ValueError("compute_on is 'cpu' but worker.gpu is not 0")
+        return self
+
+
+class ModelZoo(_Strict):
+    models: dict[str, ModelSpec] = Field(min_length=1)
+
+
+# ----------------------------------------------------------------------------- loading
+def _format_error(path: Path | str, err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"]) or "<root>"
+        value = e.get("input")
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        lines.append(f"{path}: {loc}: {e['msg']} (value: {shown})")
+    return "\n".join(lines)
+
+
+def read_yaml(path: Path | str) -> Any:
+    path = Path(path)
+    try:
+        with open(path) as f:
+            return yaml.safe_load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+
+
+def validate(cls: type[BaseModel], data: Any, path: Path | str) -> Any:
+    """Validate `data` as `cls`, turning pydantic's error into one that names file and key path."""
+    try:
+        return cls.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_format_error(path, e)) from None
+
+
+def resolve(name_or_path: str | Path, kind: str) -> Path:
+    """A preset name (`default`) or a path to a YAML file."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml"):
+        return p
+    preset = CONFIG_DIR / kind / f"{name_or_path}.yaml"
+    if not preset.exists():
+        names = sorted(q.stem for q in (CONFIG_DIR / kind).glob("*.yaml"))
+        raise ConfigError(f"unknown {kind[:-1]} {name_or_path!r}; presets: {names}")
+    return preset
+
+
+def load_cluster(name_or_path: str | Path | ClusterConfig) -> ClusterConfig:
+    if isinstance(name_or_path, ClusterConfig):
+        return name_or_path
+    path = resolve(name_or_path, "clusters")
+    return validate(ClusterConfig, read_yaml(path), path)
+
+
+def load_zoo(path: str | Path | None = None) -> ModelZoo:
+    path = Path(path) if path else CONFIG_DIR / "models.yaml"
+    return validate(ModelZoo, read_yaml(path), path)

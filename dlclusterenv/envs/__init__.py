@@ -1,0 +1,7 @@
+"""Gymnasium envs; `import dlclusterenv` registers every id in ENV_IDS."""
+
+from .allocation import AllocationEnv, JointEnv
+from .core import ClusterEnv
+from .placement import PlacementEnv
+
+__all__ = ["AllocationEnv", "ClusterEnv", "JointEnv", "PlacementEnv"]

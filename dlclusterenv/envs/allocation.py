@@ -1,0 +1,136 @@
+"""Allocation envs: the policy sizes jobs one task at a time, DL2-style.
+
+At each decision point a round of micro-actions adds one PS or one worker to a job slot; running
+jobs grow, pending jobs start once their proposal has at least one PS and one worker. The round
+ends with the end-of-round action or when nothing more fits, and is applied as one Decision.
+
+- DLClusterAlloc: Discrete(2 * max_jobs + 1): (slot, +PS | +worker), last = end of round; the task
+  goes where the named placer (`placer=`: spread | pack) puts it.
+- DLClusterJoint: Discrete(2 * max_jobs * max_nodes + 1): (slot, +PS | +worker, node), last = end
+  of round; allocation and placement together.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from gymnasium import spaces
+
+from ..api import Decision
+from ..placers import Capacity, get_placer
+from .core import ClusterEnv
+
+ROLES = ("ps", "worker")
+
+
+class _ProposalEnv(ClusterEnv):
+    max_tasks_per_job = 64
+
+    def _begin_round(self) -> None:
+        self._cap = Capacity.of_sim(self.sim)
+        self._added: dict[str, dict[str, list[int]]] = {}
+        self._ended = False
+
+    def _round_over(self) -> bool:
+        return self._ended or not self.action_masks()[:-1].any()
+
+    def _base(self, job) -> tuple[int, int]:
+        """Counts a proposal grows from: a running job's allocation, zero for a pending one."""
+        return (job.num_ps, job.num_workers) if job.status == "running" else (0, 0)
+
+    def _add(self, slot: int, role: str, node: int) -> None:
+        job = self.slots()[slot]
+        d = job.model.ps if role == "ps" else job.model.worker
+        self._cap.take(node, d)
+        self._added.setdefault(job.job_id, {"ps": [], "worker": []})[role].append(node)
+
+    def _role_ok(self, job, role: str) -> np.ndarray:
+        """Nodes where one more task of this role fits the round's remaining capacity."""
+        added = self._added.get(job.job_id, {"ps": [], "worker": []})
+        p, w = self._base(job)
+        if p + w + len(added["ps"]) + len(added["worker"]) >= self.max_tasks_per_job:
+            return np.zeros(self.cluster.n_nodes, dtype=bool)
+        return self._cap.fits(job.model.ps if role == "ps" else job.model.worker)
+
+    def _end_round(self) -> Decision:
+        d = Decision()
+        for job in self.slots():
+            add = self._added.get(job.job_id)
+            if not add:
+                continue
+            p0, w0 = self._base(job)
+            p, w = p0 + len(add["ps"]), w0 + len(add["worker"])
+            if p < 1 or w < 1:
+                continue  # a pending job needs both a PS and a worker to start
+            jid = job.job_id
+            if (p, w) != (job.num_ps, job.num_workers):
+                d.allocate[jid] = (p, w)
+            for i, n in enumerate(add["ps"]):
+                d.place[f"{jid}/ps{p0 + i}"] = n
+            for i, n in enumerate(add["worker"]):
+                d.place[f"{jid}/w{w0 + i}"] = n
+        return d
+
+    def _act(self, a: int) -> None:
+        if a == self.action_space.n - 1:
+            self._ended = True
+        else:
+            self._do(a)
+
+
+class AllocationEnv(_ProposalEnv):
+    def __init__(self, scenario="default", placer: str = "spread", **kw):
+        super().__init__(scenario, **kw)
+        self.placer_name = self._config_extra.pop("placer", placer)
+        self.placer = get_placer(self.placer_name)
+        self.action_space = spaces.Discrete(2 * self.max_jobs + 1)
+
+    @staticmethod
+    def _extra_kwargs() -> tuple[str, ...]:
+        return ("placer",)
+
+    def _pick(self, slot: int, role: str) -> int:
+        job = self.slots()[slot]
+        nodes = self._added.get(job.job_id, {"ps": [], "worker": []})
+        placed = [t.node for t in job.tasks.values() if t.node >= 0] + nodes["worker"] + nodes["ps"]
+        d = job.model.ps if role == "ps" else job.model.worker
+        return self.placer(self.cluster, self._cap, d, placed)
+
+    def _do(self, a: int) -> None:
+        slot, role = a // 2, ROLES[a % 2]
+        self._add(slot, role, self._pick(slot, role))
+
+    def action_masks(self) -> np.ndarray:
+        mask = np.zeros(self.action_space.n, dtype=bool)
+        mask[-1] = True
+        if self._ended:
+            return mask
+        for i, job in enumerate(self.slots()):
+            for r, role in enumerate(ROLES):
+                mask[2 * i + r] = bool(self._role_ok(job, role).any())
+        return mask
+
+
+class JointEnv(_ProposalEnv):
+    def __init__(self, scenario="default", **kw):
+        super().__init__(scenario, **kw)
+        self.action_space = spaces.Discrete(2 * self.max_jobs * self.max_nodes + 1)
+
+    def encode(self, slot: int, role: str, node: int) -> int:
+        return (slot * 2 + ROLES.index(role)) * self.max_nodes + node
+
+    def _do(self, a: int) -> None:
+        slot, rest = divmod(a, 2 * self.max_nodes)
+        role, node = divmod(rest, self.max_nodes)
+        self._add(slot, ROLES[role], node)
+
+    def action_masks(self) -> np.ndarray:
+        mask = np.zeros(self.action_space.n, dtype=bool)
+        mask[-1] = True
+        if self._ended:
+            return mask
+        n = self.cluster.n_nodes
+        for i, job in enumerate(self.slots()):
+            for r, role in enumerate(ROLES):
+                start = (2 * i + r) * self.max_nodes
+                mask[start : start + n] = self._role_ok(job, role)
+        return mask

@@ -1,0 +1,311 @@
+"""Shared machinery of the Gym envs: scenario set-up, observations, rewards, rendering.
+
+Every env is a sequence of micro-decisions at each simulator decision point; when the policy ends
+the round (or nothing is left to decide) the simulator runs to the next decision point and the
+reward for the elapsed time is paid. Observations are fixed-size arrays with masks, so the same
+policy can run on clusters and job counts of other sizes (pad with `max_nodes` / `max_jobs`).
+
+Invalid actions follow one rule: an action outside `action_masks()` is a no-op that costs
+`invalid_penalty` and sets `info["invalid_action"]`; it never raises and never changes the cluster.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from ..api import Decision
+from ..config import ConfigError, read_yaml
+from ..jobs import Job
+from ..sim import Simulator
+from ..workload import build, generate_jobs
+
+REWARDS = ("jct", "makespan", "traffic", "utilisation")
+NODE_F, JOB_F, TASK_F, GLOBAL_F = 8, 10, 6, 5
+
+
+def _palette(k: int) -> np.ndarray:
+    rng = np.random.default_rng(k)
+    return (64 + rng.integers(0, 192, 3)).astype(np.uint8)
+
+
+class ClusterEnv(gym.Env):
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    def __init__(
+        self,
+        scenario: str | dict = "default",
+        *,
+        config: str | None = None,
+        max_nodes: int | None = None,
+        max_jobs: int = 16,
+        reward: str = "jct",
+        time_scale_s: float = 3600.0,
+        invalid_penalty: float = 1.0,
+        max_steps: int = 20_000,
+        render_mode: str | None = None,
+    ):
+        if config is not None:  # YAML whose keys are these keyword arguments
+            kw = read_yaml(config) or {}
+            if not isinstance(kw, dict):
+                raise ConfigError(f"{config}: expected a mapping of env keyword arguments")
+            allowed = {"scenario", "max_nodes", "max_jobs", "reward", "time_scale_s",
+                       "invalid_penalty", "max_steps"} | set(self._extra_kwargs())
+            for k in kw:
+                if k not in allowed:
+                    raise ConfigError(f"{config}: {k}: unknown env option (known: {sorted(allowed)})")
+            scenario = kw.pop("scenario", scenario)
+            max_nodes = kw.pop("max_nodes", max_nodes)
+            max_jobs = kw.pop("max_jobs", max_jobs)
+            reward = kw.pop("reward", reward)
+            time_scale_s = kw.pop("time_scale_s", time_scale_s)
+            invalid_penalty = kw.pop("invalid_penalty", invalid_penalty)
+            max_steps = kw.pop("max_steps", max_steps)
+            self._config_extra = kw
+        else:
+            self._config_extra = {}
+        if reward not in REWARDS:
+            raise ConfigError(f"reward: unknown {reward!r}; choose from {REWARDS}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ConfigError(f"render_mode: unknown {render_mode!r}")
+        self.scenario, self.cluster, self.zoo, _ = build(scenario, 0)
+        n = self.cluster.n_nodes
+        self.max_nodes = max_nodes or n
+        if self.max_nodes < n:
+            raise ConfigError(f"max_nodes: {self.max_nodes} < the cluster's {n} nodes")
+        self.max_jobs = max_jobs
+        self.reward_kind = reward
+        self.time_scale_s = time_scale_s
+        self.invalid_penalty = invalid_penalty
+        self.max_steps = max_steps
+        self.render_mode = render_mode
+        self.observation_space = spaces.Dict(
+            {
+                "nodes": spaces.Box(0.0, 1.0, (self.max_nodes, NODE_F), np.float32),
+                "node_mask": spaces.Box(0.0, 1.0, (self.max_nodes,), np.float32),
+                "jobs": spaces.Box(0.0, 1.0, (self.max_jobs, JOB_F), np.float32),
+                "job_mask": spaces.Box(0.0, 1.0, (self.max_jobs,), np.float32),
+                "task": spaces.Box(0.0, 1.0, (TASK_F,), np.float32),
+                "global": spaces.Box(0.0, 1.0, (GLOBAL_F,), np.float32),
+            }
+        )
+        self.sim: Simulator | None = None
+        self.decision_index = 0
+        self.decision_hook = None  # set by adapter.SchedulerAdapter
+
+    @staticmethod
+    def _extra_kwargs() -> tuple[str, ...]:
+        return ()
+
+    # ------------------------------------------------------------------ episode
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        episode_seed = seed if seed is not None else int(self.np_random.integers(2**31 - 1))
+        specs = generate_jobs(self.scenario, self.cluster, self.zoo, episode_seed, self.scenario.name)
+        eng = self.scenario.engine
+        self.sim = Simulator(
+            self.cluster, specs, self.zoo, seed=episode_seed, tick_s=eng.tick_s, horizon_s=eng.horizon_s
+        )
+        self.steps = 0
+        self.decision_index = 0
+        self._mark = self._totals()
+        self._new_round()
+        self._settle()
+        return self._obs(), self._info()
+
+    def step(self, action):
+        if self.sim is None:
+            raise RuntimeError("call reset() before step()")
+        self.steps += 1
+        a = int(action)
+        valid = 0 <= a < self.action_space.n and bool(self.action_masks()[a])
+        reward = 0.0
+        if valid:
+            self._act(a)
+        else:
+            reward -= self.invalid_penalty
+        self._settle()
+        reward += self._reward()
+        terminated = self.sim.done
+        truncated = not terminated and self.steps >= self.max_steps
+        info = self._info()
+        info["invalid_action"] = not valid
+        if terminated or truncated:
+            m = self.sim.metrics()
+            info["metrics"] = m.summary()
+            info["metrics"]["decision_latency_ms"] = m.decision_latency_ms
+        return self._obs(), reward, terminated, truncated, info
+
+    def _settle(self) -> None:
+        """Run the simulator while there is nothing for the policy to decide."""
+        while not self.sim.done and self._round_over():
+            self.sim.apply(self._end_round())
+            self.sim.advance()
+            self.decision_index += 1
+            self._new_round()
+
+    def _new_round(self) -> None:
+        """A decision point: let an attached Scheduler adapter decide, then open the round."""
+        self._begin_round()
+        if self.decision_hook is not None and not self.sim.done:
+            self.decision_hook(self)
+
+    # Subclasses define the round: _begin_round(), _round_over(), _act(a), action_masks(), and
+    # may override _end_round() (the Decision applied when the round closes) and _focal().
+    def _end_round(self) -> Decision:
+        return Decision()
+
+    def _focal(self) -> tuple[Job | None, str | None]:
+        return None, None
+
+    # ------------------------------------------------------------------ reward
+    def _totals(self) -> tuple[float, float, float, float]:
+        t = self.sim.totals
+        return (t.job_seconds, self.sim.now, t.cross_node_bytes, t.gpu_busy_s)
+
+    def _reward(self) -> float:
+        now = self._totals()
+        d = [b - a for a, b in zip(self._mark, now)]
+        self._mark = now
+        if self.reward_kind == "jct":  # minus jobs in system x time: sums to minus total JCT
+            return -d[0] / self.time_scale_s
+        if self.reward_kind == "makespan":
+            return -d[1] / self.time_scale_s
+        if self.reward_kind == "traffic":
+            return -d[2] / 1e9
+        return d[3] / max(self.cluster.n_gpus, 1) / self.time_scale_s
+
+    # ------------------------------------------------------------------ observation
+    def slots(self) -> list[Job]:
+        """Visible job slots: active jobs in arrival order, at most max_jobs."""
+        return self.sim.active_jobs()[: self.max_jobs]
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        c, sim = self.cluster, self.sim
+        n = c.n_nodes
+        nodes = np.zeros((self.max_nodes, NODE_F), np.float32)
+        nodes[:n, 0] = 1.0
+        nodes[:n, 1] = (c.cpus - sim.used_cpu) / c.cpus
+        nodes[:n, 2] = (c.memory - sim.used_mem) / c.memory
+        free_g = np.bincount(
+            c.gpu_node[[not o for o in sim.gpu_tasks]], minlength=n
+        ) if c.n_gpus else np.zeros(n)
+        nodes[:n, 3] = np.where(c.gpus > 0, free_g / np.maximum(c.gpus, 1), 0.0)
+        nodes[:n, 4] = c.gpus / max(int(c.gpus.max()), 1)
+        nodes[:n, 5] = c.node_rack / max(c.n_racks - 1, 1)
+        job, role = self._focal()
+        task = np.zeros(TASK_F, np.float32)
+        if job is not None:
+            placed = np.bincount([t.node for t in job.tasks.values() if t.node >= 0], minlength=n)
+            nodes[:n, 6] = placed[:n] / max(len(job.tasks), 1)
+            for s in job.spec.shard_nodes:
+                nodes[s, 7] = 1.0
+            d = job.model.ps if role == "ps" else job.model.worker
+            slot = self.slots().index(job) if job in self.slots() else 0
+            task[:] = (
+                role == "ps",
+                role == "worker",
+                d.cpu / c.cpus.max(),
+                d.mem_gb / c.memory.max(),
+                d.gpu,
+                slot / self.max_jobs,
+            )
+        jobs = np.zeros((self.max_jobs, JOB_F), np.float32)
+        slots = self.slots()
+        for i, j in enumerate(slots):
+            first = j.obs_loss[0][1] if j.obs_loss else 1.0
+            last = j.obs_loss[-1][1] if j.obs_loss else 1.0
+            jobs[i] = (
+                1.0,
+                j.status == "running",
+                j.num_ps / 16,
+                j.num_workers / 32,
+                j.epochs_done / j.model.convergence.max_epochs,
+                1.0 - math.exp(-(sim.now - j.spec.arrival_s) / self.time_scale_s),
+                last / first if first > 0 else 1.0,
+                j.model.worker.gpu,
+                math.log10(j.model.param_bytes) / 12,
+                sum(t.node >= 0 for t in j.tasks.values()) / max(len(j.tasks), 1),
+            )
+        mask = np.zeros(self.max_jobs, np.float32)
+        mask[: len(slots)] = 1.0
+        active = sim.active_jobs()
+        glob = np.array(
+            (
+                1.0 - math.exp(-sim.now / (100 * self.time_scale_s)),
+                sum(j.status == "pending" for j in active) / self.max_jobs,
+                sum(j.status == "running" for j in active) / self.max_jobs,
+                free_g.sum() / max(c.n_gpus, 1),
+                (c.cpus - sim.used_cpu).sum() / c.cpus.sum(),
+            ),
+            np.float32,
+        )
+        node_mask = np.zeros(self.max_nodes, np.float32)
+        node_mask[:n] = 1.0
+        out = {
+            "nodes": nodes,
+            "node_mask": node_mask,
+            "jobs": jobs,
+            "job_mask": mask,
+            "task": task,
+            "global": glob,
+        }
+        for k, v in out.items():
+            np.clip(v, 0.0, 1.0, out=v)
+        return out
+
+    def _info(self) -> dict:
+        sim = self.sim
+        return {
+            "time": sim.now,
+            "decision_index": self.decision_index,
+            "jobs_active": len(sim.active_jobs()),
+            "jobs_done": len(sim.jobs) - len(sim.active_jobs()),
+            "action_mask": self.action_masks(),
+        }
+
+    # ------------------------------------------------------------------ render
+    def render(self):
+        if self.render_mode == "ansi":
+            return self._ansi()
+        if self.render_mode == "rgb_array":
+            return self._rgb()
+        return None
+
+    def _ansi(self) -> str:
+        sim, c = self.sim, self.cluster
+        lines = [f"t={sim.now:.1f}s active={len(sim.active_jobs())} done={len(sim.jobs) - len(sim.active_jobs())}"]
+        for i, name in enumerate(c.node_names):
+            base = c.gpu_base[i]
+            g = " ".join(
+                (sim.gpu_tasks[base + s][0].rpartition("/")[0] if sim.gpu_tasks[base + s] else ".")
+                for s in range(c.gpus[i])
+            )
+            lines.append(f"{name:>8} cpu {sim.used_cpu[i]:5.1f}/{c.cpus[i]:<5g} gpu [{g}]")
+        for j in self.slots():
+            lines.append(
+                f"  {j.job_id:>10} {j.spec.model:<14} {j.status:<8} p={j.num_ps} w={j.num_workers} "
+                f"epoch {j.epochs_done}/{j.model.convergence.max_epochs}"
+            )
+        return "\n".join(lines) + "\n"
+
+    def _rgb(self) -> np.ndarray:
+        """One row per node: a CPU-use bar, then one cell per GPU coloured by its job."""
+        sim, c = self.sim, self.cluster
+        cell, width = 8, 8 + max(int(c.gpus.max()), 1)
+        img = np.full((c.n_nodes * cell, width * cell, 3), 255, np.uint8)
+        ids = {j.job_id: k for k, j in enumerate(sim.jobs.values())}
+        for i in range(c.n_nodes):
+            y = i * cell
+            used = int(round(7 * cell * min(sim.used_cpu[i] / c.cpus[i], 1.0)))
+            img[y + 1 : y + cell - 1, :used] = (90, 90, 200)
+            for s in range(c.gpus[i]):
+                x = (8 + s) * cell
+                owners = sim.gpu_tasks[c.gpu_base[i] + s]
+                color = _palette(ids[owners[0].rpartition("/")[0]]) if owners else (220, 220, 220)
+                img[y + 1 : y + cell - 1, x + 1 : x + cell - 1] = color
+        return img

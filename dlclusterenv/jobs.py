@@ -1,0 +1,155 @@
+"""PS/worker training jobs: what a job is (JobSpec), its hidden truth, and what a cluster shows of it.
+
+The engine knows each job's true loss curve and hence the step at which it converges; schedulers see
+only noisy loss points at epoch boundaries and the speeds measured for (p, w) configurations that
+actually ran (issue #2, "observation honesty").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .config import ModelSpec
+
+PENDING, RUNNING, DONE = "pending", "running", "done"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A job as submitted: which model, when, with how many PS and workers requested."""
+
+    job_id: str
+    model: str
+    arrival_s: float
+    num_ps: int
+    num_workers: int
+    shard_nodes: tuple[int, ...] = ()  # nodes holding the input shards (data locality)
+    epoch_scale: float = 1.0  # per-job variation of the convergence point
+    user: str = "default"
+    weight: float = 1.0
+    synthetic: tuple[str, ...] = ()  # which fields a trace replay had to invent
+
+
+def convergence_epoch(spec: ModelSpec, epoch_scale: float = 1.0) -> int:
+    """First epoch k whose true loss improves on epoch k-1 by less than rel_delta, within budget.
+
+    With l(k) = 1/(b0 k + b1) + b2 the relative improvement decreases monotonically in k, so a
+    bisection finds k exactly. `epoch_scale` stretches the curve (b0 / scale) for per-job variety.
+    """
+    c = spec.loss
+    b0 = c.b0 / epoch_scale
+
+    def loss(k: float) -> float:
+        return 1.0 / (b0 * k + c.b1) + c.b2
+
+    def improved_little(k: int) -> bool:
+        return (loss(k - 1) - loss(k)) / loss(k - 1) < spec.convergence.rel_delta
+
+    hi = spec.convergence.max_epochs
+    if not improved_little(hi):
+        return hi
+    lo = 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if improved_little(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@dataclass
+class Task:
+    task_id: str
+    role: str  # "ps" | "worker"
+    node: int = -1  # -1: not placed
+    gpu: int = -1  # global GPU index, -1: none
+    cpu_limit: float = 1.0  # soft limit as a fraction of the node's cores (1.0 = none)
+
+
+@dataclass
+class Job:
+    """Engine-side state of one job. Never handed to a scheduler: see api.JobView."""
+
+    spec: JobSpec
+    model: ModelSpec
+    rng: np.random.Generator
+    total_epochs: int
+    status: str = PENDING
+    num_ps: int = 0
+    num_workers: int = 0
+    tasks: dict[str, Task] = field(default_factory=dict)
+    steps_done: float = 0.0
+    first_start_s: float = math.nan
+    finish_s: float = math.nan
+    paused_until: float = 0.0
+    ran_before: bool = False  # a restart after preemption costs a restore
+    obs_loss: list[tuple[int, float]] = field(default_factory=list)
+    obs_speed: dict[tuple[int, int], float] = field(default_factory=dict)
+    _speed_time: dict[tuple[int, int], float] = field(default_factory=dict)
+    attained_gpu_s: float = 0.0
+    run_s: float = 0.0
+    bytes_cross_node: float = 0.0
+    bytes_cross_rack: float = 0.0
+    locality: list[int] = field(default_factory=lambda: [0, 0, 0])  # data/rack-local, off-switch
+    dom_share_time: float = 0.0  # integral of dominant share over time in system
+
+    @property
+    def job_id(self) -> str:
+        return self.spec.job_id
+
+    @property
+    def total_steps(self) -> int:
+        return self.total_epochs * self.model.steps_per_epoch
+
+    @property
+    def epochs_done(self) -> int:
+        return int(self.steps_done // self.model.steps_per_epoch)
+
+    def true_loss(self, epoch: float) -> float:
+        c = self.model.loss
+        return 1.0 / (c.b0 / self.spec.epoch_scale * epoch + c.b1) + c.b2
+
+    def ps_tasks(self) -> list[Task]:
+        return [self.tasks[f"{self.job_id}/ps{i}"] for i in range(self.num_ps)]
+
+    def worker_tasks(self) -> list[Task]:
+        return [self.tasks[f"{self.job_id}/w{i}"] for i in range(self.num_workers)]
+
+    def fully_placed(self) -> bool:
+        return (
+            self.num_ps >= 1
+            and self.num_workers >= 1
+            and all(t.node >= 0 for t in self.tasks.values())
+        )
+
+    def resize(self, num_ps: int, num_workers: int) -> None:
+        """Set (p, w): new tasks start unplaced; removed tasks are the highest-numbered."""
+        for role, old, new in (("ps", self.num_ps, num_ps), ("w", self.num_workers, num_workers)):
+            for i in range(new, old):
+                del self.tasks[f"{self.job_id}/{role}{i}"]
+            for i in range(old, new):
+                tid = f"{self.job_id}/{role}{i}"
+                self.tasks[tid] = Task(tid, "ps" if role == "ps" else "worker")
+        self.num_ps, self.num_workers = num_ps, num_workers
+
+    def observe(self, t0_steps: float, speed: float, dt: float) -> None:
+        """Record what a real cluster would show after running `dt` seconds at `speed`."""
+        if dt <= 0 or speed <= 0:
+            return
+        key = (self.num_ps, self.num_workers)
+        measured = speed * (1.0 + 0.02 * float(self.rng.standard_normal()))
+        w = self._speed_time.get(key, 0.0)
+        prev = self.obs_speed.get(key, 0.0)
+        self.obs_speed[key] = (prev * w + measured * dt) / (w + dt)
+        self._speed_time[key] = w + dt
+        spe = self.model.steps_per_epoch
+        first = int(t0_steps // spe) + 1
+        last = min(int(self.steps_done // spe), self.total_epochs)
+        noise = self.model.loss.noise
+        for k in range(first, last + 1):
+            loss = self.true_loss(k) * (1.0 + noise * float(self.rng.standard_normal()))
+            self.obs_loss.append((k, max(loss, 0.0)))

@@ -1,0 +1,114 @@
+"""Named task placers: given free capacity and a job's (p, w), choose nodes for its tasks.
+
+Used by the allocation env (DL2-style: the policy allocates, a placer places) and by baselines. A
+placer works on a `Capacity` copy, so trying a placement never touches the simulator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .api import ClusterView
+from .cluster import Cluster
+from .config import Demand
+
+
+@dataclass
+class Capacity:
+    """Free resources per node that a planner can spend (cpu cores, GB, bytes/s, GPUs)."""
+
+    cpu: np.ndarray
+    mem: np.ndarray
+    bw: np.ndarray
+    gpu: np.ndarray
+
+    @classmethod
+    def of_sim(cls, sim) -> "Capacity":
+        c = sim.cluster
+        occupied = np.array([bool(o) for o in sim.gpu_tasks], dtype=bool)
+        free_g = np.bincount(c.gpu_node[~occupied], minlength=c.n_nodes) if c.n_gpus else np.zeros(c.n_nodes, np.int64)
+        return cls(c.cpus - sim.used_cpu, c.memory - sim.used_mem, c.nic - sim.used_bw, free_g.astype(np.int64))
+
+    @classmethod
+    def of(cls, view: ClusterView) -> "Capacity":
+        return cls(
+            view.free_cpu.copy(),
+            view.free_mem.copy(),
+            view.free_bw.copy(),
+            view.free_gpus.astype(np.int64),
+        )
+
+    def fits(self, d: Demand) -> np.ndarray:
+        eps = 1e-9
+        return (
+            (self.cpu + eps >= d.cpu)
+            & (self.mem + eps >= d.mem_gb)
+            & (self.bw + 1e-3 >= d.bw_MBps * 1e6)
+            & (self.gpu >= d.gpu)
+        )
+
+    def take(self, node: int, d: Demand, sign: int = 1) -> None:
+        self.cpu[node] -= sign * d.cpu
+        self.mem[node] -= sign * d.mem_gb
+        self.bw[node] -= sign * d.bw_MBps * 1e6
+        self.gpu[node] -= sign * d.gpu
+
+    def load(self, c: Cluster) -> np.ndarray:
+        """Fraction of the node in use, by its most used of CPU, memory and GPU."""
+        used = [1 - self.cpu / c.cpus, 1 - self.mem / c.memory]
+        if c.n_gpus:
+            used.append(np.where(c.gpus > 0, 1 - self.gpu / np.maximum(c.gpus, 1), 0.0))
+        return np.max(used, axis=0)
+
+
+def spread(cluster: Cluster, cap: Capacity, d: Demand, job_nodes: list[int]) -> int:
+    """Load balancing (DRF's placement in Optimus' evaluation): the least-loaded node that fits;
+    ties to the lowest index. -1 if none fits."""
+    ok = np.flatnonzero(cap.fits(d))
+    if len(ok) == 0:
+        return -1
+    return int(ok[np.argmin(cap.load(cluster)[ok])])
+
+
+def pack(cluster: Cluster, cap: Capacity, d: Demand, job_nodes: list[int]) -> int:
+    """Keep a job on few nodes: the latest node of this job that still fits, else the fullest
+    node that fits (best fit). -1 if none fits."""
+    ok = np.flatnonzero(cap.fits(d))
+    if len(ok) == 0:
+        return -1
+    fit = set(ok.tolist())
+    for n in reversed(job_nodes):
+        if n in fit:
+            return n
+    return int(ok[np.argmax(cap.load(cluster)[ok])])
+
+
+PLACERS = {"spread": spread, "pack": pack}
+
+
+def get_placer(name: str):
+    try:
+        return PLACERS[name]
+    except KeyError:
+        raise KeyError(f"unknown placer {name!r}; known: {sorted(PLACERS)}") from None
+
+
+def place_job(cluster: Cluster, cap: Capacity, placer, ps: Demand, worker: Demand, p: int, w: int):
+    """Place p PS and w workers (workers first) with a per-task placer, all or nothing.
+
+    Returns (ps_nodes, worker_nodes) with `cap` charged, or None with `cap` unchanged."""
+    nodes: list[int] = []
+    out: dict[str, list[int]] = {"ps": [], "w": []}
+    for role, d, k in (("w", worker, w), ("ps", ps, p)):
+        for _ in range(k):
+            n = placer(cluster, cap, d, nodes)
+            if n < 0:
+                for m, dd in zip(nodes, [worker] * len(out["w"]) + [ps] * len(out["ps"])):
+                    cap.take(m, dd, -1)
+                return None
+            cap.take(n, d)
+            nodes.append(n)
+            out[role].append(n)
+    return out["ps"], out["w"]

@@ -1,0 +1,565 @@
+"""The event-driven engine: one simulator behind both front doors.
+
+Between events every rate is constant (speeds depend only on placements, limits and GPU modes), so
+the engine jumps from event to event: arrivals, completions, scheduling ticks (decision points) and
+the end of checkpoint pauses (internal). `advance()` runs to the next decision point; `apply()`
+takes a Decision, validates all of it before changing anything, and raises DecisionError naming the
+offending task, job, node or GPU if any part is invalid.
+"""
+
+from __future__ import annotations
+
+import math
+import time as _time
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import numpy as np
+
+from .api import ClusterView, Decision, DecisionError, JobView, Scheduler, TaskView
+from .cluster import Cluster
+from .config import ModelZoo
+from .jobs import DONE, PENDING, RUNNING, Job, JobSpec, Task, convergence_epoch
+from .metrics import Metrics, summarize
+from .speed import PackingModel, Rates, compute_rates, link_capacity
+
+EPS = 1e-9
+# Gavel co-location fit, pooled over k80/p100/v100 (python -m dlclusterenv.profiles; see README).
+DEFAULT_PACKING = PackingModel(eps=0.0, gamma=1.0)
+
+
+@dataclass
+class Totals:
+    """Running integrals that rewards and metrics are differences of."""
+
+    job_seconds: float = 0.0  # integral of jobs in system (total JCT)
+    cross_node_bytes: float = 0.0
+    cross_rack_bytes: float = 0.0
+    gpu_busy_s: float = 0.0  # GPU-seconds with a running worker
+    cpu_used_s: float = 0.0  # core-seconds
+    net_bytes: float = 0.0  # bytes over NIC directions
+    jain_s: float = 0.0  # integral of Jain's index over time with >= 1 job in system
+    jain_time: float = 0.0
+    decision_s: list[float] = field(default_factory=list)
+    timeline: list[tuple[float, float, float, float, float]] = field(default_factory=list)
+
+
+class Simulator:
+    def __init__(
+        self,
+        cluster: Cluster,
+        jobs: list[JobSpec],
+        zoo: ModelZoo,
+        *,
+        seed: int = 0,
+        tick_s: float | None = None,
+        horizon_s: float = math.inf,
+        packing: PackingModel = DEFAULT_PACKING,
+    ):
+        for s in jobs:
+            if s.model not in zoo.models:
+                raise KeyError(f"job {s.job_id}: unknown model {s.model!r}")
+        self.cluster = cluster
+        self.zoo = zoo
+        self.specs = sorted(jobs, key=lambda s: (s.arrival_s, s.job_id))
+        self.seed = seed
+        self.tick_s = tick_s
+        self.horizon_s = horizon_s
+        self.packing = packing
+        self.overheads = cluster.config.overheads
+        self._cap = link_capacity(cluster)
+        self.reset()
+
+    # ------------------------------------------------------------------ state
+    def reset(self) -> None:
+        c = self.cluster
+        self.now = 0.0
+        self.jobs: dict[str, Job] = {}
+        self._next_arrival = 0
+        self.used_cpu = np.zeros(c.n_nodes)
+        self.used_mem = np.zeros(c.n_nodes)
+        self.used_bw = np.zeros(c.n_nodes)
+        self.gpu_tasks: list[list[str]] = [[] for _ in range(c.n_gpus)]
+        self.gpu_mode = np.zeros(c.n_gpus, dtype=np.int8)  # 0 timeslice, 1 pack
+        self._active: list[Job] = []
+        self._rates: Rates | None = None
+        self.totals = Totals()
+        self.done = False
+        self._arrive_due()
+
+    def job(self, job_id: str) -> Job:
+        try:
+            return self.jobs[job_id]
+        except KeyError:
+            raise DecisionError(f"unknown job {job_id!r}") from None
+
+    def active_jobs(self) -> list[Job]:
+        return self._active
+
+    def _arrive_due(self) -> bool:
+        arrived = False
+        while (
+            self._next_arrival < len(self.specs)
+            and self.specs[self._next_arrival].arrival_s <= self.now + EPS
+        ):
+            s = self.specs[self._next_arrival]
+            model = self.zoo.models[s.model]
+            job = Job(
+                spec=s,
+                model=model,
+                rng=np.random.default_rng([self.seed, self._next_arrival]),
+                total_epochs=convergence_epoch(model, s.epoch_scale),
+            )
+            job.resize(s.num_ps, s.num_workers)
+            self.jobs[s.job_id] = job
+            self._active.append(job)
+            self._next_arrival += 1
+            arrived = True
+        return arrived
+
+    # ------------------------------------------------------------------ view
+    def view(self, oracle: bool = False) -> ClusterView:
+        return ClusterView(self, oracle)
+
+    def job_view(self, job: Job) -> JobView:
+        m = job.model
+        tasks = tuple(
+            TaskView(
+                t.task_id,
+                job.job_id,
+                t.role,
+                t.node,
+                t.gpu,
+                t.cpu_limit,
+                m.ps if t.role == "ps" else m.worker,
+            )
+            for t in job.tasks.values()
+        )
+        return JobView(
+            job_id=job.job_id,
+            model=job.spec.model,
+            user=job.spec.user,
+            weight=job.spec.weight,
+            arrival_s=job.spec.arrival_s,
+            status=job.status,
+            num_ps=job.num_ps,
+            num_workers=job.num_workers,
+            requested=(job.spec.num_ps, job.spec.num_workers),
+            ps_demand=m.ps,
+            worker_demand=m.worker,
+            param_bytes=m.param_bytes,
+            sync=m.sync,
+            gpu_util=m.gpu_util,
+            gpu_mem_gb=m.gpu_mem_gb,
+            steps_per_epoch=m.steps_per_epoch,
+            max_epochs=m.convergence.max_epochs,
+            steps_done=job.steps_done,
+            epochs_done=job.epochs_done,
+            observed_loss=tuple(job.obs_loss),
+            observed_speed=MappingProxyType(dict(job.obs_speed)),
+            attained_gpu_s=job.attained_gpu_s,
+            run_s=job.run_s,
+            first_start_s=job.first_start_s,
+            shard_nodes=job.spec.shard_nodes,
+            tasks=tasks,
+        )
+
+    # ------------------------------------------------------------------ decisions
+    def _node(self, value: object, where: str) -> int:
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            if 0 <= int(value) < self.cluster.n_nodes:
+                return int(value)
+            raise DecisionError(f"{where}: node index {value} out of range")
+        if isinstance(value, str):
+            try:
+                return self.cluster.node_index(value)
+            except KeyError:
+                raise DecisionError(f"{where}: unknown node {value!r}") from None
+        raise DecisionError(f"{where}: node must be a name or an index, got {value!r}")
+
+    def _gpu_key(self, key: str) -> int:
+        node, _, slot = key.rpartition("/g")
+        n = self._node(node, f"gpu_mode[{key!r}]") if node else -1
+        if n < 0 or not slot.isdigit() or int(slot) >= self.cluster.gpus[n]:
+            raise DecisionError(f"gpu_mode: unknown GPU {key!r}")
+        return int(self.cluster.gpu_base[n] + int(slot))
+
+    def apply(self, d: Decision) -> None:
+        """Validate the whole decision, then apply it; on error nothing has changed."""
+        c = self.cluster
+        # -- validate preempt and allocate
+        preempt = []
+        for jid in d.preempt:
+            job = self._active_job(jid, "preempt")
+            preempt.append(job)
+        alloc: dict[str, tuple[int, int]] = {}
+        for jid, pw in d.allocate.items():
+            self._active_job(jid, "allocate")
+            try:
+                p, w = (int(x) for x in pw)
+            except (TypeError, ValueError):
+                raise DecisionError(f"allocate[{jid!r}]: expected (num_ps, num_workers), got {pw!r}")
+            if p < 1 or w < 1:
+                raise DecisionError(f"allocate[{jid!r}]: needs at least 1 PS and 1 worker, got {pw!r}")
+            alloc[jid] = (p, w)
+        preempted = {j.job_id for j in preempt}
+        # -- the task set after preempt/allocate: (job, role, placed_at)
+        removed: list[Task] = []  # placed tasks that leave their node
+        exists: dict[str, tuple[Job, str]] = {}
+        for job in self._active:
+            p, w = alloc.get(job.job_id, (job.num_ps, job.num_workers))
+            for i in range(p):
+                exists[f"{job.job_id}/ps{i}"] = (job, "ps")
+            for i in range(w):
+                exists[f"{job.job_id}/w{i}"] = (job, "worker")
+            for t in job.tasks.values():
+                if t.node >= 0 and (job.job_id in preempted or t.task_id not in exists):
+                    removed.append(t)
+        gone = {t.task_id for t in removed}
+        # -- placements
+        moves: dict[str, tuple[int, int, Job, str]] = {}  # task -> node, gpu (-1 = pick), job, role
+        for tid, target in d.place.items():
+            if tid not in exists:
+                raise DecisionError(f"place: unknown task {tid!r}")
+            job, role = exists[tid]
+            if isinstance(target, tuple):
+                if len(target) != 2:
+                    raise DecisionError(f"place[{tid!r}]: expected node or (node, gpu), got {target!r}")
+                node = self._node(target[0], f"place[{tid!r}]")
+                slot = target[1]
+                if not isinstance(slot, (int, np.integer)) or not 0 <= slot < c.gpus[node]:
+                    raise DecisionError(f"place[{tid!r}]: node {c.node_names[node]} has no GPU {slot!r}")
+                if role != "worker" or job.model.worker.gpu == 0:
+                    raise DecisionError(f"place[{tid!r}]: a GPU was given but the task uses none")
+                gpu = int(c.gpu_base[node] + slot)
+            else:
+                node, gpu = self._node(target, f"place[{tid!r}]"), -1
+            old = job.tasks.get(tid)
+            if old is not None and old.node >= 0 and tid not in gone:
+                removed.append(old)
+                gone.add(tid)
+            moves[tid] = (node, gpu, job, role)
+        # -- capacity check on the final state
+        cpu, mem, bw = self.used_cpu.copy(), self.used_mem.copy(), self.used_bw.copy()
+        occ = np.array([len(o) for o in self.gpu_tasks])
+        for t in removed:
+            dem = self._demand(t)
+            cpu[t.node] -= dem.cpu
+            mem[t.node] -= dem.mem_gb
+            bw[t.node] -= dem.bw_MBps * 1e6
+            if t.gpu >= 0:
+                occ[t.gpu] -= 1
+        gpu_of: dict[str, int] = {}
+        for tid, (node, gpu, job, role) in moves.items():
+            dem = job.model.ps if role == "ps" else job.model.worker
+            cpu[node] += dem.cpu
+            mem[node] += dem.mem_gb
+            bw[node] += dem.bw_MBps * 1e6
+            if dem.gpu:
+                if gpu < 0:
+                    base = c.gpu_base[node]
+                    free = np.flatnonzero(occ[base : base + c.gpus[node]] == 0)
+                    if len(free) == 0:
+                        raise DecisionError(
+                            f"place[{tid!r}]: node {c.node_names[node]} has no free GPU"
+                        )
+                    gpu = int(base + free[0])
+                occ[gpu] += 1
+                gpu_of[tid] = gpu
+        for name, used, capacity in (
+            ("CPU", cpu, c.cpus),
+            ("memory", mem, c.memory),
+            ("bandwidth", bw, c.nic),
+        ):
+            over = np.flatnonzero(used > capacity * (1 + 1e-9) + 1e-9)
+            if len(over):
+                n = int(over[0])
+                tasks = [t for t, m in moves.items() if m[0] == n]
+                raise DecisionError(
+                    f"node {c.node_names[n]}: {name} over capacity "
+                    f"({used[n]:.6g} > {capacity[n]:.6g}); placed there: {tasks}"
+                )
+        # -- limits and GPU modes
+        for tid, lim in d.cpu_limits.items():
+            if tid not in exists:
+                raise DecisionError(f"cpu_limits: unknown task {tid!r}")
+            if not isinstance(lim, (int, float)) or not 0 < lim <= 1:
+                raise DecisionError(f"cpu_limits[{tid!r}]: must be in (0, 1], got {lim!r}")
+        modes = {}
+        for key, mode in d.gpu_mode.items():
+            g = self._gpu_key(key)
+            if mode not in ("pack", "timeslice"):
+                raise DecisionError(f"gpu_mode[{key!r}]: must be 'pack' or 'timeslice', got {mode!r}")
+            modes[g] = 1 if mode == "pack" else 0
+        # GPU memory: packed GPUs hold all residents at once
+        residents: dict[int, list[float]] = {}
+        for g, lst in enumerate(self.gpu_tasks):
+            for tid in lst:
+                if tid not in gone:
+                    residents.setdefault(g, []).append(self.jobs[tid.rpartition("/")[0]].model.gpu_mem_gb)
+        for tid, g in gpu_of.items():
+            residents.setdefault(g, []).append(moves[tid][2].model.gpu_mem_gb)
+        for g, mems in residents.items():
+            if len(mems) > 1 and modes.get(g, self.gpu_mode[g]) == 1:
+                node = int(c.gpu_node[g])
+                if sum(mems) > c.gpu_memory[node] + 1e-9:
+                    raise DecisionError(
+                        f"gpu_mode: packing GPU {c.node_names[node]}/g{c.gpu_slot[g]} needs "
+                        f"{sum(mems):.3g} GB > {c.gpu_memory[node]:.3g} GB of GPU memory"
+                    )
+        # ---------------------------------------------------------- commit
+        touched: dict[str, Job] = {}
+        for t in removed:
+            self._unplace(t)
+        for job in preempt:
+            touched[job.job_id] = job
+        for jid, (p, w) in alloc.items():
+            job = self.jobs[jid]
+            if (p, w) != (job.num_ps, job.num_workers):
+                was_running = job.status == RUNNING
+                job.resize(p, w)
+                touched[jid] = job
+                if was_running:
+                    job.paused_until = max(job.paused_until, self.now + self._ckpt_s(job))
+        for tid, (node, _, job, _) in moves.items():
+            self._place(job.tasks[tid], job, node, gpu_of.get(tid, -1))
+            touched[job.job_id] = job
+            if job.status == RUNNING and tid in gone and job.job_id not in preempted:
+                job.paused_until = max(job.paused_until, self.now + self._ckpt_s(job))  # migration
+        for tid, lim in d.cpu_limits.items():
+            job, _ = exists[tid]
+            job.tasks[tid].cpu_limit = float(lim)
+        for g, mode in modes.items():
+            self.gpu_mode[g] = mode
+        for job in touched.values():
+            self._update_status(job)
+        if touched or d.cpu_limits or modes:
+            self._rates = None
+
+    def _active_job(self, jid: str, where: str) -> Job:
+        job = self.jobs.get(jid)
+        if job is None or job.status == DONE:
+            raise DecisionError(f"{where}: no active job {jid!r}")
+        return job
+
+    def _demand(self, t: Task):
+        job = self.jobs[t.task_id.rpartition("/")[0]]
+        return job.model.ps if t.role == "ps" else job.model.worker
+
+    def _ckpt_s(self, job: Job) -> float:
+        o = self.overheads
+        return o.checkpoint_s + job.model.param_bytes / (o.checkpoint_MBps * 1e6)
+
+    def _place(self, t: Task, job: Job, node: int, gpu: int) -> None:
+        dem = job.model.ps if t.role == "ps" else job.model.worker
+        t.node, t.gpu = node, gpu
+        self.used_cpu[node] += dem.cpu
+        self.used_mem[node] += dem.mem_gb
+        self.used_bw[node] += dem.bw_MBps * 1e6
+        if gpu >= 0:
+            self.gpu_tasks[gpu].append(t.task_id)
+
+    def _unplace(self, t: Task) -> None:
+        dem = self._demand(t)
+        self.used_cpu[t.node] -= dem.cpu
+        self.used_mem[t.node] -= dem.mem_gb
+        self.used_bw[t.node] -= dem.bw_MBps * 1e6
+        if t.gpu >= 0:
+            self.gpu_tasks[t.gpu].remove(t.task_id)
+            if not self.gpu_tasks[t.gpu]:
+                self.gpu_mode[t.gpu] = 0
+        t.node, t.gpu = -1, -1
+
+    def _update_status(self, job: Job) -> None:
+        if job.fully_placed():
+            if job.status != RUNNING:
+                if job.ran_before:  # resume after preemption: restore the checkpoint
+                    job.paused_until = max(job.paused_until, self.now + self._ckpt_s(job))
+                if math.isnan(job.first_start_s):
+                    job.first_start_s = self.now
+                job.status = RUNNING
+                job.ran_before = True
+            self._count_locality(job)
+        else:
+            job.status = PENDING
+
+    def _count_locality(self, job: Job) -> None:
+        """D²S Table 1: each worker (a map task) is data-local, rack-local or off-switch."""
+        shards = job.spec.shard_nodes
+        if not shards:
+            return
+        rack = self.cluster.node_rack
+        for i, t in enumerate(job.worker_tasks()):
+            s = shards[i % len(shards)]
+            k = 0 if s == t.node else (1 if rack[s] == rack[t.node] else 2)
+            job.locality[k] += 1
+
+    # ------------------------------------------------------------------ time
+    def rates(self) -> Rates:
+        if self._rates is None:
+            running = [
+                j for j in self._active if j.status == RUNNING and j.paused_until <= self.now + EPS
+            ]
+            self._rates = compute_rates(
+                self.cluster, running, self.gpu_mode, self.overheads, self.packing
+            )
+        return self._rates
+
+    def _next_tick(self) -> float:
+        if not self.tick_s:
+            return math.inf
+        return (math.floor(self.now / self.tick_s + EPS) + 1) * self.tick_s
+
+    def advance(self) -> float:
+        """Run to the next decision point (arrival, completion, tick) or the end; returns dt."""
+        start = self.now
+        while not self.done:
+            r = self.rates()
+            t_arr = (
+                self.specs[self._next_arrival].arrival_s
+                if self._next_arrival < len(self.specs)
+                else math.inf
+            )
+            t_next = min(t_arr, self._next_tick() if self._active else math.inf, self.horizon_s)
+            t_internal = math.inf
+            for job in self._active:
+                if job.status != RUNNING:
+                    continue
+                if job.paused_until > self.now + EPS:
+                    t_internal = min(t_internal, job.paused_until)
+                elif r.speed.get(job.job_id, 0.0) > 0:
+                    rem = job.total_steps - job.steps_done
+                    t_next = min(t_next, self.now + rem / r.speed[job.job_id])
+            t = min(t_next, t_internal)
+            if math.isinf(t):  # nothing will ever happen again: jobs left are reported unfinished
+                self.done = True
+                break
+            self._integrate(r, t)
+            if t_internal < t_next:
+                self._rates = None
+                continue
+            finished = self._finish_due(r)
+            arrived = self._arrive_due()
+            if self.now >= self.horizon_s - EPS or (
+                not self._active and self._next_arrival >= len(self.specs)
+            ):
+                self.done = True
+            if finished or arrived or self.done or t_next < t_arr:
+                break
+        return self.now - start
+
+    def _integrate(self, r: Rates, t: float) -> None:
+        dt = t - self.now
+        tot = self.totals
+        if dt > 0:
+            gpus = cpu = 0.0
+            running = [j for j in self._active if j.job_id in r.speed]
+            for job in running:
+                before = job.steps_done
+                job.steps_done = min(job.steps_done + r.speed[job.job_id] * dt, job.total_steps)
+                job.observe(before, r.speed[job.job_id], dt)
+                job.run_s += dt
+                job.attained_gpu_s += job.num_workers * job.model.worker.gpu * dt
+                job.bytes_cross_node += r.cross_node_Bps[job.job_id] * dt
+                job.bytes_cross_rack += r.cross_rack_Bps[job.job_id] * dt
+                tot.cross_node_bytes += r.cross_node_Bps[job.job_id] * dt
+                tot.cross_rack_bytes += r.cross_rack_Bps[job.job_id] * dt
+            gpus = float(r.gpu_busy.sum())
+            cpu = float(r.cpu_used.sum())
+            net = float(r.link_Bps[: 2 * self.cluster.n_nodes].sum())
+            tot.gpu_busy_s += gpus * dt
+            tot.cpu_used_s += cpu * dt
+            tot.net_bytes += net * dt
+            n = len(self._active)
+            tot.job_seconds += n * dt
+            if n:
+                shares = np.array([self._dominant_share(j) for j in self._active])
+                for j, s in zip(self._active, shares):
+                    j.dom_share_time += s * dt
+                denom = n * float((shares**2).sum())
+                jain = float(shares.sum() ** 2 / denom) if denom > 0 else 1.0
+                tot.jain_s += jain * dt
+                tot.jain_time += dt
+            c = self.cluster
+            tot.timeline.append(
+                (
+                    self.now,
+                    t,
+                    gpus / max(c.n_gpus, 1),
+                    cpu / float(c.cpus.sum()),
+                    net / float(self._cap[: 2 * c.n_nodes].sum()),
+                )
+            )
+        self.now = t
+
+    def _dominant_share(self, job: Job) -> float:
+        """DRF's dominant share of what the job holds now (placed tasks), over cluster totals."""
+        c, m = self.cluster, job.model
+        placed = [t for t in job.tasks.values() if t.node >= 0]
+        if not placed:
+            return 0.0
+        nps = sum(1 for t in placed if t.role == "ps")
+        nw = len(placed) - nps
+        shares = [
+            (nps * m.ps.cpu + nw * m.worker.cpu) / c.cpus.sum(),
+            (nps * m.ps.mem_gb + nw * m.worker.mem_gb) / c.memory.sum(),
+        ]
+        if c.n_gpus:
+            shares.append(nw * m.worker.gpu / c.n_gpus)
+        return max(shares)
+
+    def _finish_due(self, r: Rates) -> bool:
+        finished = [
+            j
+            for j in self._active
+            if j.status == RUNNING and j.steps_done >= j.total_steps * (1 - 1e-12) - EPS
+        ]
+        for job in finished:
+            job.steps_done = float(job.total_steps)
+            for t in job.tasks.values():
+                if t.node >= 0:
+                    self._unplace(t)
+            job.status = DONE
+            job.finish_s = self.now
+            self._active.remove(job)
+        if finished:
+            self._rates = None
+        return bool(finished)
+
+    # ------------------------------------------------------------------ drivers
+    def decide(self, scheduler: Scheduler) -> None:
+        """One decision point: ask the scheduler, time it, apply its decision."""
+        view = self.view(oracle=scheduler.oracle)
+        t0 = _time.perf_counter()
+        decision = scheduler.decide(view)
+        self.totals.decision_s.append(_time.perf_counter() - t0)
+        self.apply(decision)
+
+    def run(self, scheduler: Scheduler) -> Metrics:
+        """Run a whole episode with a Scheduler (front door 1)."""
+        self.reset()
+        scheduler.reset(self.seed)
+        while not self.done:
+            self.decide(scheduler)
+            self.advance()
+        return self.metrics()
+
+    def metrics(self) -> Metrics:
+        return summarize(self)
+
+    def isolated_speed(self, job_id: str, ps_nodes: list[int], worker_nodes: list[int]) -> float:
+        """True speed of a job alone on an empty cluster with this placement (oracles, tests)."""
+        src = self.jobs[job_id] if job_id in self.jobs else None
+        if src is None:
+            raise KeyError(f"unknown job {job_id!r}")
+        job = Job(src.spec, src.model, np.random.default_rng(0), src.total_epochs)
+        job.resize(len(ps_nodes), len(worker_nodes))
+        for t, n in zip(job.ps_tasks(), ps_nodes):
+            t.node = int(n)
+        for g, (t, n) in enumerate(zip(job.worker_tasks(), worker_nodes)):
+            t.node = int(n)
+            t.gpu = g if job.model.worker.gpu else -1  # each worker its own GPU
+        r = compute_rates(
+            self.cluster, [job], np.zeros(len(worker_nodes), np.int8), self.overheads, self.packing
+        )
+        return r.speed[job_id]
