@@ -81,39 +81,54 @@ def _parse_time(text: str) -> float:
 
 
 def _parse_philly_row(row: list[str]) -> tuple[float, float, int, str]:
-    """(submit, duration, num_gpus, vc) of one CSV row; ValueError("field: why") if malformed."""
+    """(submit, duration, num_gpus, vc) of one CSV row; ValueError("field: why") if malformed.
+
+    Tries the plain conversion first (the trace is large and clean) and only diagnoses a row,
+    field by field, when that fails.
+    """
+    try:
+        timestamp, duration_s, num_gpus_s, gpu_time_s, cluster = row
+        submit = _parse_time(timestamp.strip())
+        duration, num_gpus, gpu_time = float(duration_s), int(num_gpus_s), float(gpu_time_s)
+        cluster = cluster.strip()
+        if (
+            num_gpus >= 1 and 0 <= duration < math.inf and cluster
+            and math.isclose(gpu_time, duration * num_gpus, rel_tol=1e-6, abs_tol=1e-6)
+        ):
+            return submit, duration, num_gpus, cluster
+    except ValueError:
+        pass
+    raise ValueError(_diagnose_philly_row(row))
+
+
+def _diagnose_philly_row(row: list[str]) -> str:
+    """"field: why" for the first problem of a row that failed to parse."""
     if len(row) != len(PHILLY_COLUMNS):
-        raise ValueError(f"fields: expected {len(PHILLY_COLUMNS)} ({','.join(PHILLY_COLUMNS)}), "
-                         f"got {len(row)}")
+        return f"fields: expected {len(PHILLY_COLUMNS)} ({','.join(PHILLY_COLUMNS)}), got {len(row)}"
     values = dict(zip(PHILLY_COLUMNS, (cell.strip() for cell in row)))
     for field, text in values.items():
         if not text:
-            raise ValueError(f"{field}: missing value")
-
-    def number(field: str) -> float:
-        try:
-            value = float(values[field])
-        except ValueError:
-            raise ValueError(f"{field}: not a number: {values[field]!r}") from None
-        if not math.isfinite(value) or value < 0:
-            raise ValueError(f"{field}: must be finite and >= 0, got {values[field]!r}")
-        return value
-
+            return f"{field}: missing value"
     try:
-        submit = _parse_time(values["timestamp"])
+        _parse_time(values["timestamp"])
     except ValueError as exc:
-        raise ValueError(f"timestamp: {exc}") from None
-    duration = number("duration")
+        return f"timestamp: {exc}"
+    numbers = {}
+    for field in ("duration", "gpu_time"):
+        try:
+            numbers[field] = float(values[field])
+        except ValueError:
+            return f"{field}: not a number: {values[field]!r}"
+        if not 0 <= numbers[field] < math.inf:
+            return f"{field}: must be finite and >= 0, got {values[field]!r}"
     try:
         num_gpus = int(values["num_gpus"])
     except ValueError:
-        raise ValueError(f"num_gpus: not an integer: {values['num_gpus']!r}") from None
+        return f"num_gpus: not an integer: {values['num_gpus']!r}"
     if num_gpus < 1:
-        raise ValueError(f"num_gpus: must be >= 1, got {num_gpus}")
-    gpu_time = number("gpu_time")
-    if not math.isclose(gpu_time, duration * num_gpus, rel_tol=1e-6, abs_tol=1e-6):
-        raise ValueError(f"gpu_time: {gpu_time} != duration * num_gpus = {duration * num_gpus}")
-    return submit, duration, num_gpus, values["cluster"]
+        return f"num_gpus: must be >= 1, got {num_gpus}"
+    expected = numbers["duration"] * num_gpus
+    return f"gpu_time: {numbers['gpu_time']} != duration * num_gpus = {expected}"
 
 
 def _window_bound(value: str | float | None, origin: float, name: str) -> float | None:
@@ -200,7 +215,7 @@ def load_philly_csv(
     """
     path = Path(path)
     rows: list[_Row] = []
-    seen: set[tuple[str, ...]] = set()
+    seen: set[str] = set()  # rows joined into one string: strings cost the GC nothing
     n_duplicates = n_bad = 0
     try:
         with path.open(newline="") as f:
@@ -211,9 +226,9 @@ def load_philly_csv(
                                  f"got {','.join(header) or 'nothing'}")
             for row in reader:
                 line = reader.line_num
-                if not row or not any(cell.strip() for cell in row):
+                if not row:
                     continue
-                key = tuple(row)
+                key = "\x1f".join(row)
                 if key in seen:
                     n_duplicates += 1
                     continue

@@ -1,0 +1,143 @@
+"""One house: drive any Gym env with any Scheduler whose decisions the env's actions can express.
+
+At every decision point of the env's simulator the scheduler sees the same view it would see when
+run directly (`Simulator.run`), and its Decision is replayed as the env's micro-actions. Running a
+scheduler either way gives identical metrics (tests/test_adapter.py). A decision the env cannot
+express raises AdapterError naming the job or task, instead of being silently changed:
+- DLClusterPlace: placements of unplaced tasks on nodes only (no resizing, migration, preemption,
+  limits, GPU slots or GPU modes).
+- DLClusterAlloc / DLClusterJoint: starting pending jobs with all their tasks placed, and growing
+  running jobs with new tasks; in DLClusterAlloc the env's placer must put each task where the
+  scheduler did.
+"""
+
+from __future__ import annotations
+
+import time
+
+import gymnasium as gym
+
+from .api import Decision, Scheduler
+from .envs.allocation import ROLES, AllocationEnv, JointEnv, _ProposalEnv
+from .envs.placement import PlacementEnv
+from .metrics import Metrics
+
+
+class AdapterError(ValueError):
+    """The env's action space cannot express this scheduler decision."""
+
+
+class SchedulerAdapter:
+    def __init__(self, env: gym.Env, scheduler: Scheduler):
+        self.env = env.unwrapped
+        if not isinstance(self.env, (PlacementEnv, _ProposalEnv)):
+            raise AdapterError(f"no adapter for {type(self.env).__name__}")
+        self.scheduler = scheduler
+        self.env.decision_hook = self._on_decision
+        self._decision = Decision()
+        self._plan: list[tuple[int, str, int]] = []  # (slot, role, node) for proposal envs
+
+    def _on_decision(self, env) -> None:
+        sim = env.sim
+        view = sim.view(oracle=self.scheduler.oracle)
+        t0 = time.perf_counter()
+        d = self.scheduler.decide(view)
+        sim.totals.decision_s.append(time.perf_counter() - t0)
+        self._decision = d
+        if d.preempt or d.cpu_limits or d.gpu_mode:
+            raise AdapterError(
+                f"{type(env).__name__} cannot express preempt/cpu_limits/gpu_mode "
+                f"(got preempt={d.preempt}, cpu_limits={d.cpu_limits}, gpu_mode={d.gpu_mode})"
+            )
+        if isinstance(env, PlacementEnv):
+            self._check_placement(env, d)
+        else:
+            self._plan = self._proposal_plan(env, d)
+
+    def _check_placement(self, env: PlacementEnv, d: Decision) -> None:
+        sim = env.sim
+        for jid, pw in d.allocate.items():
+            job = sim.job(jid)
+            if tuple(pw) != (job.num_ps, job.num_workers):
+                raise AdapterError(f"DLClusterPlace cannot resize job {jid!r} to {pw}")
+        visible = {t.task_id for j in env.slots() for t in j.tasks.values()}
+        for tid, target in d.place.items():
+            job = sim.jobs.get(tid.rpartition("/")[0])
+            task = job.tasks.get(tid) if job else None
+            if task is None or task.node >= 0 or isinstance(target, tuple) or tid not in visible:
+                raise AdapterError(
+                    f"DLClusterPlace cannot express place[{tid!r}] = {target!r} "
+                    "(only unplaced tasks of visible jobs, on a node without a GPU slot)"
+                )
+
+    def _proposal_plan(self, env: _ProposalEnv, d: Decision) -> list[tuple[int, str, int]]:
+        sim = env.sim
+        slots = {j.job_id: i for i, j in enumerate(env.slots())}
+        jobs = {tid.rpartition("/")[0] for tid in d.place} | set(d.allocate)
+        plan = []
+        for jid in sorted(jobs, key=lambda j: slots.get(j, 1 << 30)):
+            job = sim.job(jid)
+            if jid not in slots:
+                raise AdapterError(f"job {jid!r} is not in the env's {env.max_jobs} visible slots")
+            p, w = d.allocate.get(jid, (job.num_ps, job.num_workers))
+            p0, w0 = env._base(job)
+            if p < p0 or w < w0:
+                raise AdapterError(f"{type(env).__name__} cannot shrink job {jid!r} to {(p, w)}")
+            for role, prefix, lo, hi in (("ps", "ps", p0, p), ("worker", "w", w0, w)):
+                for i in range(lo, hi):
+                    tid = f"{jid}/{prefix}{i}"
+                    if tid not in d.place or isinstance(d.place[tid], tuple):
+                        raise AdapterError(
+                            f"{type(env).__name__} needs every new task placed on a node: {tid!r}"
+                        )
+                    plan.append((slots[jid], role, sim._node(d.place[tid], f"place[{tid!r}]")))
+            for tid in d.place:
+                if tid.rpartition("/")[0] == jid:
+                    idx = int(tid.rsplit("/", 1)[1].lstrip("psw"))
+                    existing = idx < (p0 if "/ps" in tid else w0)
+                    if existing:
+                        raise AdapterError(f"{type(env).__name__} cannot migrate {tid!r}")
+        return plan
+
+    def act(self) -> int:
+        """The env action that carries out the current decision."""
+        env = self.env
+        if isinstance(env, PlacementEnv):
+            tid = env.focal_task()
+            target = self._decision.place.get(tid)
+            return env.defer if target is None else env.sim._node(target, f"place[{tid!r}]")
+        if not self._plan:
+            if isinstance(env, AllocationEnv):
+                self._check_placer(env)
+            return env.action_space.n - 1
+        slot, role, node = self._plan.pop(0)
+        if isinstance(env, JointEnv):
+            return env.encode(slot, role, node)
+        return 2 * slot + ROLES.index(role)
+
+    def _check_placer(self, env: AllocationEnv) -> None:
+        d = self._decision
+        for job in env.slots():
+            add = env._added.get(job.job_id)
+            if not add:
+                continue
+            p0, w0 = env._base(job)
+            for role, prefix, lo in (("ps", "ps", p0), ("worker", "w", w0)):
+                for i, n in enumerate(add[role]):
+                    tid = f"{job.job_id}/{prefix}{lo + i}"
+                    want = env.sim._node(d.place[tid], tid)
+                    if want != n:
+                        raise AdapterError(
+                            f"DLClusterAlloc's placer {env.placer_name!r} put {tid!r} on node {n}, "
+                            f"the scheduler on node {want}"
+                        )
+
+    def run(self, seed: int) -> Metrics:
+        """A whole episode through the env; returns the same Metrics as Simulator.run."""
+        self.scheduler.reset(seed)
+        self.env.reset(seed=seed)
+        done = False
+        while not done:
+            _, _, term, trunc, _ = self.env.step(self.act())
+            done = term or trunc
+        return self.env.sim.metrics()
