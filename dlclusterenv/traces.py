@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 PHILLY_COLUMNS = ["timestamp", "duration", "num_gpus", "gpu_time", "cluster"]
 PHILLY_NOTE = (
@@ -59,12 +59,11 @@ class TraceSet:
         return iter(self.jobs)
 
 
-@dataclass(frozen=True)
-class _Row:
-    """A parsed, valid trace row before windowing; ``submit`` is absolute (epoch-free) seconds."""
+class _Row(NamedTuple):
+    """A valid row before windowing; a tuple so that rows sort by (submit, line) as they are."""
 
+    submit: float  # absolute seconds; only differences matter
     line: int
-    submit: float
     duration: float
     num_gpus: int
     vc: str
@@ -178,7 +177,7 @@ def _select(
         if (vc is None or r.vc == vc) and (lo is None or r.submit >= lo)
         and (hi is None or r.submit < hi)
     ]
-    chosen.sort(key=lambda r: (r.submit, r.line))
+    chosen.sort()
     if first_n is not None:
         chosen = chosen[:first_n]
     t0 = chosen[0].submit if chosen else 0.0
@@ -240,7 +239,7 @@ def load_philly_csv(
                         raise TraceError(f"{path}:{line}: {exc}") from None
                     n_bad += 1
                     continue
-                rows.append(_Row(line, submit, duration, num_gpus, cluster))
+                rows.append(_Row(submit, line, duration, num_gpus, cluster))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise TraceError(f"{path}: cannot read Philly trace: {exc}") from exc
     return _select(

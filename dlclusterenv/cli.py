@@ -1,0 +1,161 @@
+"""`dlcluster`: run and compare schedulers on a scenario.
+
+    dlcluster evaluate --scenario default --policies all --seeds 3 --out runs/default
+    dlcluster run --scenario dltap --policy fifo --seed 0
+    dlcluster envs
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from . import ENV_IDS, make_sim
+from .config import ConfigError
+
+
+def _policies(spec: str) -> list[str]:
+    import baselines
+
+    names = baselines.names() if spec == "all" else [p.strip() for p in spec.split(",") if p.strip()]
+    for n in names:
+        if n not in baselines.REGISTRY:
+            raise SystemExit(f"unknown policy {n!r}; valid: {', '.join(baselines.names())}")
+    return names
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    """Atomic: write a temporary file beside the target, then rename over it."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    os.replace(tmp, path)
+
+
+def _ci95(x: np.ndarray) -> float:
+    """Half-width of a 95% interval of the mean (normal approximation; 0 for one seed)."""
+    return 1.96 * float(x.std(ddof=1)) / math.sqrt(len(x)) if len(x) > 1 else 0.0
+
+
+def evaluate(scenario: str, policies: list[str], seeds: int, out: Path) -> list[dict]:
+    import baselines
+
+    from tqdm import tqdm
+
+    out.mkdir(parents=True, exist_ok=True)
+    runs, jobs = [], []
+    for name in tqdm([(p, s) for p in policies for s in range(seeds)], desc="runs", file=sys.stderr):
+        pol, seed = name
+        m = make_sim(scenario, seed).run(baselines.make(pol))
+        runs.append({"policy": pol, "seed": seed, **m.summary(), "decision_latency_ms": m.decision_latency_ms})
+        jobs += [{"policy": pol, "seed": seed, **asdict(r)} for r in m.jobs]
+    _write_csv(out / "runs.csv", runs)
+    _write_csv(out / "jobs.csv", jobs)
+    board = []
+    for pol in policies:
+        rs = [r for r in runs if r["policy"] == pol]
+        row = {"policy": pol}
+        for k in ("avg_jct_s", "makespan_s", "cross_node_gb", "gpu_util", "jain_index"):
+            x = np.array([r[k] for r in rs], dtype=float)
+            row[k] = (float(x.mean()), _ci95(x))
+        row["unfinished"] = sum(r["jobs_unfinished"] for r in rs)
+        board.append(row)
+    board.sort(key=lambda r: r["avg_jct_s"][0])
+    _plots(out, policies, runs, jobs)
+    return board
+
+
+def _plots(out: Path, policies: list[str], runs: list[dict], jobs: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    for pol in policies:
+        x = np.sort([j["jct_s"] for j in jobs if j["policy"] == pol])
+        a.plot(x / 3600, np.arange(1, len(x) + 1) / len(x), label=pol)
+    a.set_xlabel("JCT (h)")
+    a.set_ylabel("CDF of jobs")
+    a.legend()
+    a.set_title("Job completion time")
+    means = [np.mean([r["avg_jct_s"] for r in runs if r["policy"] == p]) / 3600 for p in policies]
+    errs = [_ci95(np.array([r["avg_jct_s"] for r in runs if r["policy"] == p])) / 3600 for p in policies]
+    b.bar(policies, means, yerr=errs, capsize=4)
+    b.set_ylabel("average JCT (h), 95% interval over seeds")
+    b.set_title("Average JCT")
+    fig.tight_layout()
+    fd, tmp = tempfile.mkstemp(dir=out, prefix=".jct.", suffix=".png")
+    os.close(fd)
+    fig.savefig(tmp, dpi=100)
+    os.replace(tmp, out / "jct.png")
+    plt.close(fig)
+
+
+def _print_board(board: list[dict]) -> None:
+    cols = ("avg_jct_s", "makespan_s", "cross_node_gb", "gpu_util", "jain_index")
+    better = {"avg_jct_s": min, "makespan_s": min, "cross_node_gb": min, "gpu_util": max, "jain_index": max}
+    best = {c: better[c](r[c][0] for r in board) for c in cols}
+    bold = sys.stdout.isatty()
+    head = f"{'rank':<5}{'policy':<12}" + "".join(f"{c:>24}" for c in cols) + f"{'unfinished':>12}"
+    print(head)
+    for i, r in enumerate(board, 1):
+        cells = []
+        for c in cols:
+            m, h = r[c]
+            s = f"{m:,.3f} ± {h:,.3f}" if abs(m) < 10 else f"{m:,.0f} ± {h:,.0f}"
+            s = f"{s:>24}"
+            if bold and m == best[c]:
+                s = f"\033[1m{s}\033[0m"
+            cells.append(s)
+        print(f"{i:<5}{r['policy']:<12}" + "".join(cells) + f"{r['unfinished']:>12}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="dlcluster", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    ev = sub.add_parser("evaluate", help="compare policies over seeds; leaderboard, CSVs, plots")
+    ev.add_argument("--scenario", default="default")
+    ev.add_argument("--policies", default="all")
+    ev.add_argument("--seeds", type=int, default=3)
+    ev.add_argument("--out", default="runs/latest")
+    rn = sub.add_parser("run", help="one policy, one seed; prints the metrics")
+    rn.add_argument("--scenario", default="default")
+    rn.add_argument("--policy", default="fifo")
+    rn.add_argument("--seed", type=int, default=0)
+    sub.add_parser("envs", help="list the registered Gym env ids")
+    a = ap.parse_args(argv)
+    try:
+        if a.cmd == "envs":
+            print("\n".join(ENV_IDS))
+        elif a.cmd == "run":
+            import baselines
+
+            pol = _policies(a.policy)[0]
+            m = make_sim(a.scenario, a.seed).run(baselines.make(pol))
+            for k, v in m.summary().items():
+                print(f"{k:>20}: {v:,.4g}")
+        else:
+            out = Path(a.out)
+            board = evaluate(a.scenario, _policies(a.policies), a.seeds, out)
+            print(f"\nscenario {a.scenario}, {a.seeds} seeds; mean ± 95% interval; ranked by avg JCT")
+            _print_board(board)
+            print(f"\nwrote {out}/runs.csv, {out}/jobs.csv and the plot {out}/jct.png")
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
