@@ -83,7 +83,7 @@ class SchedulerAdapter:
             p0, w0 = env._base(job)
             if p < p0 or w < w0:
                 raise AdapterError(f"{type(env).__name__} cannot shrink job {jid!r} to {(p, w)}")
-            for role, prefix, lo, hi in (("ps", "ps", p0, p), ("worker", "w", w0, w)):
+            for role, prefix, lo, hi in (("worker", "w", w0, w), ("ps", "ps", p0, p)):
                 for i in range(lo, hi):
                     tid = f"{jid}/{prefix}{i}"
                     if tid not in d.place or isinstance(d.place[tid], tuple):

@@ -121,12 +121,7 @@ class ClusterView:
         self.free_mem = _ro(sim.cluster.memory - sim.used_mem)
         self.free_bw = _ro(sim.cluster.nic - sim.used_bw)
         self.gpu_owners: tuple[tuple[str, ...], ...] = tuple(tuple(o) for o in sim.gpu_tasks)
-        self.free_gpus = _ro(
-            np.bincount(
-                sim.cluster.gpu_node[[not o for o in sim.gpu_tasks]],
-                minlength=sim.cluster.n_nodes,
-            )
-        )
+        self.free_gpus = _ro(sim.free_gpus)
         self.gpu_packed = _ro(sim.gpu_mode.astype(bool))
         self.jobs: tuple[JobView, ...] = tuple(sim.job_view(j) for j in sim.active_jobs())
         self.oracle = OracleView(sim) if oracle else None

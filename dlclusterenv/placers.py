@@ -27,9 +27,7 @@ class Capacity:
     @classmethod
     def of_sim(cls, sim) -> "Capacity":
         c = sim.cluster
-        occupied = np.array([bool(o) for o in sim.gpu_tasks], dtype=bool)
-        free_g = np.bincount(c.gpu_node[~occupied], minlength=c.n_nodes) if c.n_gpus else np.zeros(c.n_nodes, np.int64)
-        return cls(c.cpus - sim.used_cpu, c.memory - sim.used_mem, c.nic - sim.used_bw, free_g.astype(np.int64))
+        return cls(c.cpus - sim.used_cpu, c.memory - sim.used_mem, c.nic - sim.used_bw, sim.free_gpus.copy())
 
     @classmethod
     def of(cls, view: ClusterView) -> "Capacity":

@@ -97,7 +97,7 @@ def load_gavel(path: str | Path) -> dict[str, list[GavelPair]]:
             continue
         if not isinstance(jobs, dict):
             raise ValueError(f"{path}: key {gpu!r} must map job keys to measurements")
-        entries: dict[str, dict] = {}
+        entries: dict[str, tuple[str, dict]] = {}  # job -> (its key, its measurements)
         alone: dict[str, float] = {}
         for key, entry in jobs.items():
             where = f"{path}: {gpu}.{key}"
@@ -109,14 +109,14 @@ def load_gavel(path: str | Path) -> dict[str, list[GavelPair]]:
             alone[job] = _number(entry["null"], f"{where}.null")
             if alone[job] == 0:
                 raise ValueError(f"{where}.null: alone throughput must be > 0")
-            entries[job] = entry
+            entries[job] = key, entry
 
         seen: dict[tuple[str, str], tuple[float, float, str]] = {}
-        for job, entry in entries.items():
+        for job, (key, entry) in entries.items():
             for other_key, packed in entry.items():
                 if other_key == "null":
                     continue
-                where = f"{path}: {gpu}.{(job, 1)!r}.{other_key}"
+                where = f"{path}: {gpu}.{key}.{other_key}"
                 other, sf = _parse_job_key(other_key, where)
                 if sf != 1:
                     continue
@@ -149,7 +149,7 @@ def packing_speed(u_a: float, u_b: float, eps: float, gamma: float) -> float:
     """
     if not (0 < u_a <= 1 and 0 < u_b <= 1):
         raise ValueError(f"utilisations must be in (0, 1], got u_a={u_a}, u_b={u_b}")
-    if not 0 <= eps < 1 or gamma < 0:
+    if not (0 <= eps < 1 and gamma >= 0):
         raise ValueError(f"need 0 <= eps < 1 and gamma >= 0, got eps={eps}, gamma={gamma}")
     return (1.0 - eps) * min(1.0, 1.0 / (u_a + u_b)) ** gamma
 
@@ -172,16 +172,19 @@ def _observations(records: list[GavelPair]) -> tuple[list[str], np.ndarray, np.n
     """
     jobs = sorted({r.job_a for r in records} | {r.job_b for r in records})
     index = {j: i for i, j in enumerate(jobs)}
-    this, other, ratio = [], [], []
+    obs = []
     for r in records:
-        this.append(index[r.job_a]), other.append(index[r.job_b]), ratio.append(r.ratio_a)
+        obs.append((index[r.job_a], index[r.job_b], r.ratio_a))
         if r.job_a != r.job_b:
-            this.append(index[r.job_b]), other.append(index[r.job_a]), ratio.append(r.ratio_b)
+            obs.append((index[r.job_b], index[r.job_a], r.ratio_b))
+    this, other, ratio = zip(*obs)
     return jobs, np.array(this), np.array(other), np.array(ratio)
 
 
 def fit_packing(records: list[GavelPair], *, gamma: float | None = None) -> PackingFit:
     """Fit eps, gamma and one utilisation per job type to the records' observed ratios.
+
+    Records from several GPU types (the pooled fit) share one utilisation per job type.
 
     Pass ``gamma`` to hold it fixed: on Gavel's data the cost is nearly flat in gamma, so a fixed,
     interpretable value (1: the pair keeps the GPU ``1 - eps`` busy) loses almost nothing.
@@ -218,8 +221,8 @@ def fit_packing(records: list[GavelPair], *, gamma: float | None = None) -> Pack
         if gamma is None:
             jac[:, 1] = np.where(over, -speed * np.log(np.maximum(s, 1.0)), 0.0)
         du = np.where(over, -g * speed / s, 0.0)
-        np.add.at(jac, (rows, k + this), du)
-        np.add.at(jac, (rows, k + other), du)
+        jac[rows, k + this] += du  # one entry per row, so plain indexing adds correctly
+        jac[rows, k + other] += du
         return jac
 
     lower = np.r_[0.0, np.zeros(k - 1), np.full(n, _U_MIN)]
@@ -262,31 +265,42 @@ def load_pollux_placements(path: str | Path) -> list[PolluxPlacement]:
     path = Path(path)
     columns = ["placement", "local_bsz", "step_time", "sync_time"]
     out = []
-    with path.open(newline="") as f:
+    with path.open(newline="", encoding="utf-8") as f:
         reader = csv.reader(f)
         header = next(reader, None)
         if header != columns:
             raise ValueError(f"{path}:1: header must be {','.join(columns)}, got {header}")
         for row in reader:
-            line = reader.line_num
             if not row:
                 continue
+            where = f"{path}:{reader.line_num}"
             if len(row) != len(columns):
-                raise ValueError(f"{path}:{line}: expected {len(columns)} fields, got {len(row)}")
+                raise ValueError(f"{where}: expected {len(columns)} fields, got {len(row)}")
             placement, bsz, step, sync = row
             if not placement.isdigit() or "0" in placement:
-                raise ValueError(f"{path}:{line}: placement {placement!r} must be digits 1-9")
+                raise ValueError(f"{where}: placement: {placement!r} must be digits 1-9")
             try:
-                rec = PolluxPlacement(placement, int(bsz), float(step), float(sync))
-            except ValueError as exc:
-                field = "local_bsz" if not bsz.strip().lstrip("-").isdigit() else "step_time/sync_time"
-                raise ValueError(f"{path}:{line}: {field}: {exc}") from exc
-            if rec.local_bsz < 1 or not 0 <= rec.sync_time <= rec.step_time:
-                raise ValueError(
-                    f"{path}:{line}: need local_bsz >= 1 and 0 <= sync_time <= step_time, got {row}"
-                )
-            out.append(rec)
+                local_bsz = int(bsz)
+            except ValueError:
+                raise ValueError(f"{where}: local_bsz: not an integer: {bsz!r}") from None
+            if local_bsz < 1:
+                raise ValueError(f"{where}: local_bsz: must be >= 1, got {local_bsz}")
+            step_time, sync_time = (_csv_seconds(v, f"{where}: {n}") for v, n in
+                                    ((step, "step_time"), (sync, "sync_time")))
+            if sync_time > step_time:
+                raise ValueError(f"{where}: sync_time: {sync_time} exceeds step_time {step_time}")
+            out.append(PolluxPlacement(placement, local_bsz, step_time, sync_time))
     return out
+
+
+def _csv_seconds(text: str, where: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{where}: not a number: {text!r}") from None
+    if not 0 <= value < math.inf:
+        raise ValueError(f"{where}: must be finite and >= 0, got {text!r}")
+    return value
 
 
 # ----------------------------------------------------------------------------- report

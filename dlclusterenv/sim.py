@@ -81,6 +81,7 @@ class Simulator:
         self.used_bw = np.zeros(c.n_nodes)
         self.gpu_tasks: list[list[str]] = [[] for _ in range(c.n_gpus)]
         self.gpu_mode = np.zeros(c.n_gpus, dtype=np.int8)  # 0 timeslice, 1 pack
+        self.free_gpus = c.gpus.copy()  # unoccupied GPUs per node
         self._active: list[Job] = []
         self._rates: Rates | None = None
         self.totals = Totals()
@@ -357,6 +358,8 @@ class Simulator:
         self.used_mem[node] += dem.mem_gb
         self.used_bw[node] += dem.bw_MBps * 1e6
         if gpu >= 0:
+            if not self.gpu_tasks[gpu]:
+                self.free_gpus[node] -= 1
             self.gpu_tasks[gpu].append(t.task_id)
 
     def _unplace(self, t: Task) -> None:
@@ -368,6 +371,7 @@ class Simulator:
             self.gpu_tasks[t.gpu].remove(t.task_id)
             if not self.gpu_tasks[t.gpu]:
                 self.gpu_mode[t.gpu] = 0
+                self.free_gpus[t.node] += 1
         t.node, t.gpu = -1, -1
 
     def _update_status(self, job: Job) -> None:

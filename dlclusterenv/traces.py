@@ -73,10 +73,20 @@ _EPOCH = datetime(1970, 1, 1)
 
 
 def _parse_time(text: str) -> float:
-    """Seconds since 1970 of a naive "YYYY-MM-DD[ HH:MM:SS]" time (only differences matter)."""
-    if len(text) not in (10, 19) or (len(text) == 19 and text[10] != " "):
+    """Seconds since 1970 of a naive "YYYY-MM-DD[ HH:MM:SS]" time (only differences matter).
+
+    The separators are checked first because ``fromisoformat`` also takes week dates and offsets.
+    """
+    n = len(text)
+    if not (
+        n in (10, 19) and text[4] == text[7] == "-"
+        and (n == 10 or (text[10] == " " and text[13] == text[16] == ":"))
+    ):
         raise ValueError(f"expected {_TIME_FORMAT}, got {text!r}")
-    return (datetime.fromisoformat(text) - _EPOCH).total_seconds()
+    try:
+        return (datetime.fromisoformat(text) - _EPOCH).total_seconds()
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is not a valid time: {exc}") from None
 
 
 def _parse_philly_row(row: list[str]) -> tuple[float, float, int, str]:
@@ -169,6 +179,8 @@ def _select(
     if first_n is not None and (isinstance(first_n, bool) or not isinstance(first_n, int)
                                 or first_n < 0):
         raise ValueError(f"first_n: must be an integer >= 0, got {first_n!r}")
+    if vc is not None and not any(r.vc == vc for r in rows):
+        raise ValueError(f"vc: {vc!r} not in {source} (VCs: {', '.join(sorted({r.vc for r in rows}))})")
     origin = min((r.submit for r in rows), default=0.0)
     lo = _window_bound(start, origin, "start")
     hi = _window_bound(end, origin, "end")
@@ -210,14 +222,16 @@ def load_philly_csv(
     Exact duplicate rows are dropped (the first copy is kept) and blank lines ignored. A malformed
     row raises :class:`TraceError` naming file, line and field, or with ``skip_bad_rows`` is
     counted and left out. ``time_scale`` multiplies submit times and durations (0.5 = twice as
-    fast); ``first_n`` keeps the earliest jobs after the VC and time filters.
+    fast); ``first_n`` keeps the earliest jobs after the VC and time filters. ``start`` (inclusive)
+    and ``end`` (exclusive) are dates or seconds after the file's first submit; ``submit_s`` then
+    counts from the first job selected.
     """
     path = Path(path)
     rows: list[_Row] = []
     seen: set[str] = set()  # rows joined into one string: strings cost the GC nothing
     n_duplicates = n_bad = 0
     try:
-        with path.open(newline="") as f:
+        with path.open(newline="", encoding="utf-8") as f:
             reader = csv.reader(f)
             header = [cell.strip() for cell in next(reader, [])]
             if header != PHILLY_COLUMNS:

@@ -99,7 +99,7 @@ class AllocationEnv(_ProposalEnv):
         slot, role = a // 2, ROLES[a % 2]
         self._add(slot, role, self._pick(slot, role))
 
-    def action_masks(self) -> np.ndarray:
+    def _compute_masks(self) -> np.ndarray:
         mask = np.zeros(self.action_space.n, dtype=bool)
         mask[-1] = True
         if self._ended:
@@ -123,7 +123,7 @@ class JointEnv(_ProposalEnv):
         role, node = divmod(rest, self.max_nodes)
         self._add(slot, ROLES[role], node)
 
-    def action_masks(self) -> np.ndarray:
+    def _compute_masks(self) -> np.ndarray:
         mask = np.zeros(self.action_space.n, dtype=bool)
         mask[-1] = True
         if self._ended:

@@ -93,7 +93,13 @@ class ClusterEnv(gym.Env):
                 "global": spaces.Box(0.0, 1.0, (GLOBAL_F,), np.float32),
             }
         )
+        self._static_nodes = np.zeros((self.max_nodes, NODE_F), np.float32)
+        c = self.cluster
+        self._static_nodes[:n, 0] = 1.0
+        self._static_nodes[:n, 4] = c.gpus / max(int(c.gpus.max()), 1)
+        self._static_nodes[:n, 5] = c.node_rack / max(c.n_racks - 1, 1)
         self.sim: Simulator | None = None
+        self._mask = None
         self.decision_index = 0
         self.decision_hook = None  # set by adapter.SchedulerAdapter
 
@@ -113,6 +119,7 @@ class ClusterEnv(gym.Env):
         self.steps = 0
         self.decision_index = 0
         self._mark = self._totals()
+        self._mask = None
         self._new_round()
         self._settle()
         return self._obs(), self._info()
@@ -126,6 +133,7 @@ class ClusterEnv(gym.Env):
         reward = 0.0
         if valid:
             self._act(a)
+            self._mask = None
         else:
             reward -= self.invalid_penalty
         self._settle()
@@ -146,6 +154,7 @@ class ClusterEnv(gym.Env):
             self.sim.apply(self._end_round())
             self.sim.advance()
             self.decision_index += 1
+            self._mask = None
             self._new_round()
 
     def _new_round(self) -> None:
@@ -154,10 +163,16 @@ class ClusterEnv(gym.Env):
         if self.decision_hook is not None and not self.sim.done:
             self.decision_hook(self)
 
-    # Subclasses define the round: _begin_round(), _round_over(), _act(a), action_masks(), and
+    # Subclasses define the round: _begin_round(), _round_over(), _act(a), _compute_masks(), and
     # may override _end_round() (the Decision applied when the round closes) and _focal().
     def _end_round(self) -> Decision:
         return Decision()
+
+    def action_masks(self) -> np.ndarray:
+        """Valid actions now (for sb3-contrib's MaskablePPO); computed once per state."""
+        if self._mask is None:
+            self._mask = self._compute_masks()
+        return self._mask
 
     def _focal(self) -> tuple[Job | None, str | None]:
         return None, None
@@ -187,16 +202,11 @@ class ClusterEnv(gym.Env):
     def _obs(self) -> dict[str, np.ndarray]:
         c, sim = self.cluster, self.sim
         n = c.n_nodes
-        nodes = np.zeros((self.max_nodes, NODE_F), np.float32)
-        nodes[:n, 0] = 1.0
+        nodes = self._static_nodes.copy()
         nodes[:n, 1] = (c.cpus - sim.used_cpu) / c.cpus
         nodes[:n, 2] = (c.memory - sim.used_mem) / c.memory
-        free_g = np.bincount(
-            c.gpu_node[[not o for o in sim.gpu_tasks]], minlength=n
-        ) if c.n_gpus else np.zeros(n)
-        nodes[:n, 3] = np.where(c.gpus > 0, free_g / np.maximum(c.gpus, 1), 0.0)
-        nodes[:n, 4] = c.gpus / max(int(c.gpus.max()), 1)
-        nodes[:n, 5] = c.node_rack / max(c.n_racks - 1, 1)
+        free_g = sim.free_gpus
+        nodes[:n, 3] = free_g / np.maximum(c.gpus, 1)
         job, role = self._focal()
         task = np.zeros(TASK_F, np.float32)
         if job is not None:
@@ -254,8 +264,8 @@ class ClusterEnv(gym.Env):
             "task": task,
             "global": glob,
         }
-        for k, v in out.items():
-            np.clip(v, 0.0, 1.0, out=v)
+        np.clip(jobs, 0.0, 1.0, out=jobs)  # node features are fractions by construction
+        np.clip(glob, 0.0, 1.0, out=glob)
         return out
 
     def _info(self) -> dict:

@@ -12,7 +12,6 @@ import numpy as np
 from gymnasium import spaces
 
 from ..api import Decision
-from ..jobs import Job
 from ..placers import Capacity
 from .core import ClusterEnv
 
@@ -24,38 +23,32 @@ class PlacementEnv(ClusterEnv):
         self.defer = self.max_nodes
 
     def _begin_round(self) -> None:
-        self._deferred: set[str] = set()
-
-    def _queue(self) -> list[tuple[Job, str]]:
-        out = []
-        for job in self.slots():
-            for t in job.worker_tasks() + job.ps_tasks():
-                if t.node < 0 and t.task_id not in self._deferred:
-                    out.append((job, t.task_id))
-        return out
+        self._queue = [
+            (job, t.task_id)
+            for job in self.slots()
+            for t in job.worker_tasks() + job.ps_tasks()
+            if t.node < 0
+        ]
+        self._queue.reverse()  # pop from the end
 
     def focal_task(self) -> str | None:
-        q = self._queue()
-        return q[0][1] if q else None
+        return self._queue[-1][1] if self._queue else None
 
     def _focal(self):
-        q = self._queue()
-        if not q:
+        if not self._queue:
             return None, None
-        job, tid = q[0]
+        job, tid = self._queue[-1]
         return job, job.tasks[tid].role
 
     def _round_over(self) -> bool:
-        return not self._queue()
+        return not self._queue
 
     def _act(self, a: int) -> None:
-        tid = self.focal_task()
-        if a == self.defer:
-            self._deferred.add(tid)
-        else:
+        _, tid = self._queue.pop()
+        if a != self.defer:
             self.sim.apply(Decision(place={tid: a}))
 
-    def action_masks(self) -> np.ndarray:
+    def _compute_masks(self) -> np.ndarray:
         mask = np.zeros(self.action_space.n, dtype=bool)
         mask[self.defer] = True
         job, role = self._focal()
