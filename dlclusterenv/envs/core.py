@@ -43,7 +43,7 @@ class ClusterEnv(gym.Env):
         config: str | None = None,
         max_nodes: int | None = None,
         max_jobs: int = 16,
-        reward: str = "jct",
+        reward: str | dict[str, float] = "jct",
         time_scale_s: float = 3600.0,
         invalid_penalty: float = 1.0,
         max_steps: int = 20_000,
@@ -68,8 +68,10 @@ class ClusterEnv(gym.Env):
             self._config_extra = kw
         else:
             self._config_extra = {}
-        if reward not in REWARDS:
-            raise ConfigError(f"reward: unknown {reward!r}; choose from {REWARDS}")
+        weights = {reward: 1.0} if isinstance(reward, str) else dict(reward)
+        for k in weights:
+            if k not in REWARDS:
+                raise ConfigError(f"reward: unknown {k!r}; choose from {REWARDS}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(f"render_mode: unknown {render_mode!r}")
         self.scenario, self.cluster, self.zoo, _ = build(scenario, 0)
@@ -78,7 +80,7 @@ class ClusterEnv(gym.Env):
         if self.max_nodes < n:
             raise ConfigError(f"max_nodes: {self.max_nodes} < the cluster's {n} nodes")
         self.max_jobs = max_jobs
-        self.reward_kind = reward
+        self.reward_weights = weights
         self.time_scale_s = time_scale_s
         self.invalid_penalty = invalid_penalty
         self.max_steps = max_steps
@@ -183,16 +185,19 @@ class ClusterEnv(gym.Env):
         return (t.job_seconds, self.sim.now, t.cross_node_bytes, t.gpu_busy_s)
 
     def _reward(self) -> float:
+        """Weighted sum of the chosen terms over the time just simulated:
+        jct: minus jobs in system x hours (sums to minus total JCT); makespan: minus hours elapsed;
+        traffic: minus GB across nodes; utilisation: busy GPU fraction x hours."""
         now = self._totals()
         d = [b - a for a, b in zip(self._mark, now)]
         self._mark = now
-        if self.reward_kind == "jct":  # minus jobs in system x time: sums to minus total JCT
-            return -d[0] / self.time_scale_s
-        if self.reward_kind == "makespan":
-            return -d[1] / self.time_scale_s
-        if self.reward_kind == "traffic":
-            return -d[2] / 1e9
-        return d[3] / max(self.cluster.n_gpus, 1) / self.time_scale_s
+        terms = {
+            "jct": -d[0] / self.time_scale_s,
+            "makespan": -d[1] / self.time_scale_s,
+            "traffic": -d[2] / 1e9,
+            "utilisation": d[3] / max(self.cluster.n_gpus, 1) / self.time_scale_s,
+        }
+        return sum(w * terms[k] for k, w in self.reward_weights.items())
 
     # ------------------------------------------------------------------ observation
     def slots(self) -> list[Job]:

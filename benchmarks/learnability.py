@@ -1,0 +1,70 @@
+"""Learnability: a short MaskablePPO run on DLClusterPlace-v0 beats random placement on
+cross-node traffic in the default scenario (issue #2; at most 10 minutes on 2 cores).
+
+    python benchmarks/learnability.py [--timesteps 60000] [--eval-seeds 3]
+
+Reward: minus job-hours in system plus minus 1e-3 x cross-node GB, so the policy cannot cut
+traffic by never starting jobs. Evaluation on held-out seeds (1000+); both policies only ever take
+actions their masks allow; the random policy picks uniformly among them. Prints both figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import gymnasium as gym
+import numpy as np
+from sb3_contrib import MaskablePPO
+
+import dlclusterenv  # noqa: F401  (registers the envs)
+
+ENV = "DLClusterPlace-v0"
+KW = {"scenario": "default", "reward": {"jct": 1.0, "traffic": 1e-3}}
+
+
+def episode(env, act) -> dict:
+    obs, _ = env.reset(seed=env.unwrapped._seed)
+    while True:
+        obs, _, term, trunc, info = env.step(act(obs, env.unwrapped.action_masks()))
+        if term or trunc:
+            return info["metrics"]
+
+
+def evaluate(model, seeds: list[int]) -> tuple[list[dict], list[dict]]:
+    env = gym.make(ENV, **KW)
+    rng = np.random.default_rng(0)
+    learned, rand = [], []
+    for s in seeds:
+        env.unwrapped._seed = s
+        learned.append(
+            episode(env, lambda o, m: int(model.predict(o, action_masks=m, deterministic=True)[0]))
+        )
+        rand.append(episode(env, lambda o, m: int(rng.choice(np.flatnonzero(m)))))
+    return learned, rand
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--timesteps", type=int, default=60_000)
+    ap.add_argument("--eval-seeds", type=int, default=3)
+    a = ap.parse_args()
+    env = gym.make(ENV, **KW)
+    model = MaskablePPO(
+        "MultiInputPolicy", env, n_steps=2048, batch_size=256, n_epochs=4, gamma=0.999,
+        learning_rate=3e-4, ent_coef=0.01, seed=0, device="cpu", verbose=0,
+    )
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=a.timesteps)
+    train_s = time.perf_counter() - t0
+    learned, rand = evaluate(model, [1000 + i for i in range(a.eval_seeds)])
+    for name, ms in (("MaskablePPO", learned), ("random", rand)):
+        x = np.array([m["cross_node_gb"] for m in ms])
+        j = np.array([m["avg_jct_s"] for m in ms])
+        u = sum(m["jobs_unfinished"] for m in ms)
+        print(f"{name:<12} cross-node {x.mean():12,.0f} GB  avg JCT {j.mean():10,.0f} s  unfinished {u}")
+    print(f"trained {a.timesteps} steps in {train_s:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""Shared fixtures and helpers for the env, property and adapter tests.
+
+Hypothesis profiles (pick one with HYPOTHESIS_PROFILE=<name>):
+- ``dev`` (default): no deadline, random examples, the example database on.
+- ``ci``: derandomized (same examples every run), no database, no deadline.
+- ``thorough``: many more examples for a long local run (tests that set ``max_examples``
+  themselves keep their own count; this profile raises the rest).
+"""
+
+from __future__ import annotations
+
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, settings
+
+import dlclusterenv
+
+_COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", **_COMMON)
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True, **_COMMON)
+settings.register_profile("thorough", max_examples=500, **_COMMON)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+# Two CPU cores: keep torch from oversubscribing them in the training tests.
+torch.set_num_threads(1)
+
+SCENARIO = "tiny"
+ENV_IDS = dlclusterenv.ENV_IDS
+
+
+def make_env(env_id: str, **kw) -> gym.Env:
+    """The registered env on the tiny scenario."""
+    return gym.make(env_id, scenario=SCENARIO, **kw)
+
+
+def end_action(env) -> int:
+    """The end-of-round action (allocation envs) or defer (placement env): always the last one."""
+    return int(env.unwrapped.action_space.n - 1)
+
+
+def random_valid_action(env, rng: np.random.Generator) -> int:
+    mask = env.unwrapped.action_masks()
+    return int(rng.choice(np.flatnonzero(mask)))
+
+
+def run_random_episode(env, seed: int, max_steps: int = 100_000):
+    """An episode of uniformly random valid actions; returns (rewards, last info, steps)."""
+    rng = np.random.default_rng(seed)
+    env.reset(seed=seed)
+    rewards = []
+    for step in range(1, max_steps + 1):
+        _, r, term, trunc, info = env.step(random_valid_action(env, rng))
+        rewards.append(float(r))
+        if term or trunc:
+            return rewards, info, step
+    raise AssertionError(f"episode did not end within {max_steps} steps")
+
+
+@pytest.fixture(params=ENV_IDS)
+def env_id(request) -> str:
+    return request.param

@@ -1,0 +1,92 @@
+"""Inline configs for mechanism tests: clusters and model zoos built in code, not read from presets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlclusterenv.cluster import Cluster, build_cluster
+from dlclusterenv.config import ClusterConfig, ModelSpec, ModelZoo
+from dlclusterenv.jobs import JobSpec
+from dlclusterenv.sim import Simulator
+
+
+def make_cluster(
+    *,
+    racks: int = 1,
+    nodes_per_rack: int = 3,
+    cpus: float = 32,
+    memory_gb: float = 256,
+    gpus: int = 0,
+    gpu_memory_gb: float = 0.0,
+    nic_MBps: float = 1250.0,
+    uplink_MBps: float = 100_000.0,
+    overheads: dict[str, float] | None = None,
+    name: str = "inline",
+) -> Cluster:
+    """`racks` identical racks of `nodes_per_rack` identical nodes, named r{rack}-n{i}."""
+    data: dict[str, Any] = {
+        "name": name,
+        "source": "inline test configuration",
+        "node_types": {
+            "node": {
+                "cpus": cpus,
+                "memory_gb": memory_gb,
+                "gpus": gpus,
+                "gpu_memory_gb": gpu_memory_gb,
+                "nic_MBps": nic_MBps,
+            }
+        },
+        "racks": [
+            {
+                "count": racks,
+                "uplink_MBps": uplink_MBps,
+                "nodes": [{"type": "node", "count": nodes_per_rack}],
+            }
+        ],
+    }
+    if overheads is not None:
+        data["overheads"] = overheads
+    return build_cluster(ClusterConfig.model_validate(data))
+
+
+def model_dict(**overrides: Any) -> dict[str, Any]:
+    """A CPU-only, synchronous model whose only costs are the ones a test turns on.
+
+    No fixed overhead, no PS update time, no CPU reserved by the PS, a long-converging loss curve
+    (so nothing finishes during a test). Nested dicts (ps, worker, loss, convergence) are merged.
+    """
+    base: dict[str, Any] = {
+        "source": "inline test model",
+        "param_bytes": 12e6,
+        "step_compute_s": 0.3,
+        "step_overhead_s": 0.0,
+        "ps_update_s": 0.0,
+        "compute_on": "cpu",
+        "steps_per_epoch": 100_000,
+        "sync": True,
+        "ps": {"cpu": 0.0, "mem_gb": 1.0},
+        "worker": {"cpu": 1.0, "mem_gb": 1.0},
+        "loss": {"b0": 0.5, "b1": 1.0, "b2": 0.1, "noise": 0.0},
+        "convergence": {"rel_delta": 0.001, "max_epochs": 100},
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            base[key] = {**base[key], **value}
+        else:
+            base[key] = value
+    return base
+
+
+def make_zoo(**models: dict[str, Any]) -> ModelZoo:
+    """ModelZoo(models={name: ModelSpec}) from model_dict()-style dicts."""
+    return ModelZoo(models={k: ModelSpec.model_validate(v) for k, v in models.items()})
+
+
+def make_sim(cluster: Cluster, zoo: ModelZoo, jobs: list[tuple], **kw: Any) -> Simulator:
+    """jobs: (job_id, model, num_ps, num_workers[, shard_nodes]) tuples, all arriving at t=0."""
+    specs = []
+    for j in jobs:
+        jid, model, p, w = j[:4]
+        shards = tuple(j[4]) if len(j) > 4 else ()
+        specs.append(JobSpec(jid, model, 0.0, p, w, shard_nodes=shards))
+    return Simulator(cluster, specs, zoo, seed=0, **kw)
