@@ -24,8 +24,10 @@ from .metrics import Metrics, summarize
 from .speed import PackingModel, Rates, compute_rates, link_capacity
 
 EPS = 1e-9
-# Gavel co-location fit, pooled over k80/p100/v100 (python -m dlclusterenv.profiles; see README).
-# gamma held at 1 (the fit's cost is flat in gamma): eps = 0.319, rmse 0.1705 over 976 pairs.
+# Packing slowdown fitted to Gavel's co-location throughputs (stanford-futuredata/gavel @c4fa400,
+# ../shared/profiles/gavel_throughputs.json), pooled over k80/p100/v100, 976 pairs, rmse 0.17:
+# eps = 0.319 with gamma held at 1, since the data do not pin gamma (rmse flat over 0.5..4).
+# Reproduce with `python -m dlclusterenv.profiles`.
 DEFAULT_PACKING = PackingModel(eps=0.319, gamma=1.0)
 
 
@@ -352,8 +354,9 @@ class Simulator:
         if jid != job.job_id:
             return False
         for prefix, n in (("ps", p), ("w", w)):
-            if name.startswith(prefix) and name[len(prefix) :].isdigit():
-                return int(name[len(prefix) :]) < n
+            idx = name[len(prefix) :]
+            if name.startswith(prefix) and idx.isdigit() and str(int(idx)) == idx:  # "w1", not "w01"
+                return int(idx) < n
         return False
 
     def _active_job(self, jid: str, where: str) -> Job:

@@ -111,9 +111,10 @@ def _parse_philly_row(row: list[str]) -> tuple[float, float, int, str]:
 
 
 def _diagnose_philly_row(row: list[str]) -> str:
-    """"field: why" for the first problem of a row that failed to parse."""
+    """The "field: why" message for the first problem of a row that failed to parse."""
     if len(row) != len(PHILLY_COLUMNS):
-        return f"fields: expected {len(PHILLY_COLUMNS)} ({','.join(PHILLY_COLUMNS)}), got {len(row)}"
+        expected = f"{len(PHILLY_COLUMNS)} ({','.join(PHILLY_COLUMNS)})"
+        return f"fields: expected {expected}, got {len(row)}"
     values = dict(zip(PHILLY_COLUMNS, (cell.strip() for cell in row)))
     for field, text in values.items():
         if not text:
@@ -180,7 +181,8 @@ def _select(
                                 or first_n < 0):
         raise ValueError(f"first_n: must be an integer >= 0, got {first_n!r}")
     if vc is not None and not any(r.vc == vc for r in rows):
-        raise ValueError(f"vc: {vc!r} not in {source} (VCs: {', '.join(sorted({r.vc for r in rows}))})")
+        known = ", ".join(sorted({r.vc for r in rows}))
+        raise ValueError(f"vc: {vc!r} not in {source} (VCs: {known})")
     origin = min((r.submit for r in rows), default=0.0)
     lo = _window_bound(start, origin, "start")
     hi = _window_bound(end, origin, "end")

@@ -194,8 +194,10 @@ def test_render_rgb_array(env_id):
 
 
 def test_render_mode_unknown_raises():
-    with pytest.raises(ConfigError):
-        make_env("DLClusterPlace-v0", render_mode="human")
+    from dlclusterenv.envs import PlacementEnv
+
+    with pytest.raises(ConfigError, match="render_mode"):
+        PlacementEnv("tiny", render_mode="human")
 
 
 # --------------------------------------------------------------------------- YAML configuration
@@ -211,7 +213,7 @@ def test_yaml_config(env_id, tmp_path):
     env = gym.make(env_id, config=path)
     u = env.unwrapped
     assert u.scenario.name == "tiny"
-    assert u.reward_kind == "traffic"
+    assert u.reward_weights == {"traffic": 1.0}
     assert u.max_jobs == 8
     assert env.observation_space["jobs"].shape == (8, u.observation_space["jobs"].shape[1])
     assert env.observation_space["job_mask"].shape == (8,)
@@ -248,6 +250,18 @@ def test_yaml_unknown_reward(env_id, tmp_path):
 def test_unknown_reward_kwarg():
     with pytest.raises(ConfigError, match="reward"):
         make_env("DLClusterJoint-v0", reward="nope")
+    with pytest.raises(ConfigError, match="nope"):
+        make_env("DLClusterJoint-v0", reward={"jct": 1.0, "nope": 2.0})
+
+
+def test_weighted_reward_is_the_weighted_sum_of_terms(tmp_path):
+    """A dict of reward weights pays the weighted sum of the single-term rewards, step by step."""
+    weights = {"jct": 1.0, "traffic": 0.5, "utilisation": 2.0}
+    path = _write(tmp_path, {"scenario": "tiny", "reward": weights})
+    per_term = {k: run_random_episode(make_env("DLClusterPlace-v0", reward=k), seed=3)[0] for k in weights}
+    mixed = run_random_episode(gym.make("DLClusterPlace-v0", config=path), seed=3)[0]
+    expected = [sum(w * per_term[k][i] for k, w in weights.items()) for i in range(len(mixed))]
+    assert mixed == pytest.approx(expected, rel=1e-9, abs=1e-12)
 
 
 def test_yaml_not_a_mapping(tmp_path):

@@ -83,7 +83,9 @@ def test_dltap_fig1_cross_node_pairs_and_speed():
     (a) wk1, wk3 on s1; ps1, ps2 on s2; wk2 on s3: 6 cross-node worker-PS transmissions per step.
     (b) wk1, wk3, ps1 on s1; ps2 on s2; wk2 on s3: 4 cross-node and 2 inner-node.
     Each pair exchanges param_bytes / p both ways, so cross-node bytes per step = 2 * pairs * b.
-    (b) trains faster and moves fewer cross-node bytes per step (the paper: -12% throughput).
+    (b) trains faster and moves 4/6 of (a)'s cross-node bytes per step. Cross-node bytes per
+    *second* are not compared: they also scale with speed (here (b) is 1.57x faster, so its
+    bytes/s are 4.5% higher; the paper measured 12% lower with a compute-heavier job).
     """
     out = {}
     for sc in ("a", "b"):
@@ -113,8 +115,6 @@ def test_dltap_fig1_cross_node_pairs_and_speed():
     step_b = 0.3 / 3 + 0.01 + 3 * b / 125e6
     assert sa == pytest.approx(1 / step_a, rel=REL)
     assert sb == pytest.approx(1 / step_b, rel=REL)
-    # and the cluster's cross-node throughput is lower in (b), as in DLTAP Fig. 3(b)
-    assert bpsb < bpsa
 
 
 # --------------------------------------------------------------------------------------- Optimus
@@ -185,7 +185,11 @@ def test_d2s_data_locality_transfer_time_and_counters():
     zoo = make_zoo(
         alexnet=model_dict(param_bytes=1e3, step_compute_s=0.5, input_bytes_per_step=read)
     )
-    cases = {"r0-n0": (0.0, [1, 0, 0]), "r0-n1": (read / 100e6, [0, 1, 0]), "r1-n0": (read / 10e6, [0, 0, 1])}
+    cases = {  # worker node: (read time per step, locality counters)
+        "r0-n0": (0.0, [1, 0, 0]),
+        "r0-n1": (read / 100e6, [0, 1, 0]),
+        "r1-n0": (read / 10e6, [0, 0, 1]),
+    }
     speeds = {}
     for node, (t_read, locality) in cases.items():
         sim = make_sim(cluster, zoo, [("J", "alexnet", 1, 1, (0,))])
@@ -196,9 +200,10 @@ def test_d2s_data_locality_transfer_time_and_counters():
         speeds[node] = r.speed["J"]
         assert speeds[node] == pytest.approx(1 / (0.5 + t_read), rel=REL), node
         # remote reads are cross-node bytes; off-switch reads also cross the racks
-        assert r.cross_node_Bps["J"] == pytest.approx(read * speeds[node] if t_read else 0.0, rel=REL)
-        off = node.startswith("r1")
-        assert r.cross_rack_Bps["J"] == pytest.approx(read * speeds[node] if off else 0.0, rel=REL)
+        remote = read * speeds[node] if t_read else 0.0
+        assert r.cross_node_Bps["J"] == pytest.approx(remote, rel=REL)
+        off_switch = read * speeds[node] if node.startswith("r1") else 0.0
+        assert r.cross_rack_Bps["J"] == pytest.approx(off_switch, rel=REL)
     assert speeds["r0-n0"] > speeds["r0-n1"] > speeds["r1-n0"]
 
 
@@ -268,10 +273,14 @@ def test_gandiva_packing_beyond_gpu_memory_is_rejected():
 
 
 # --------------------------------------------------------------------------------------- FlowCon
-def _flowcon(jobs=("A", "B")):
+def _flowcon(jobs=("A", "B"), models=None):
     cluster = make_cluster(nodes_per_rack=1, cpus=8, memory_gb=16, nic_MBps=125)  # R320 (seed 004 §5.1)
-    zoo = make_zoo(cnn=model_dict(param_bytes=1e3, step_compute_s=2.0, cpu_max=8.0))
-    sim = make_sim(cluster, zoo, [(j, "cnn", 1, 1) for j in jobs])
+    zoo = make_zoo(
+        cnn=model_dict(param_bytes=1e3, step_compute_s=2.0, cpu_max=8.0),
+        half=model_dict(param_bytes=1e3, step_compute_s=2.0, cpu_max=4.0),  # can use 4 cores
+    )
+    models = models or {}
+    sim = make_sim(cluster, zoo, [(j, models.get(j, "cnn"), 1, 1) for j in jobs])
     sim.apply(Decision(place={t: "r0-n0" for j in jobs for t in (f"{j}/ps0", f"{j}/w0")}))
     return sim
 
@@ -305,6 +314,14 @@ def test_flowcon_equal_competition_and_soft_limits():
     r = sim.rates()
     assert "B" not in r.speed
     assert r.speed["A"] == pytest.approx(s, rel=REL)
+    assert r.cpu_used[0] == pytest.approx(8.0)
+
+    # a competitor that can use only 4 cores: A's 0.25 limit (2 cores) yields to the 2 idle cores
+    sim = _flowcon(("A", "C"), {"C": "half"})
+    sim.apply(Decision(cpu_limits={"A/w0": 0.25}))
+    r = sim.rates()
+    assert r.speed["C"] == pytest.approx(1 / 2.0, rel=REL)  # all 4 of its cores: its alone speed
+    assert r.speed["A"] == pytest.approx(0.5 * s, rel=REL)  # 2 (limit) + 2 (left idle by C) cores
     assert r.cpu_used[0] == pytest.approx(8.0)
 
 
@@ -384,6 +401,11 @@ def _two_job_sim():
     [
         (Decision(place={"A/w7": "r0-n1"}), r"unknown task 'A/w7'"),
         (Decision(place={"Z/w0": "r0-n1"}), r"unknown task 'Z/w0'"),
+        # ids that only look like existing ones (A has ps0 and w0; B has w0..w2)
+        (Decision(place={"A/w00": "r0-n1"}), r"unknown task 'A/w00'"),
+        (Decision(place={"B/ps0": "r0-n1", "B/w01": "r0-n1"}), r"unknown task 'B/w01'"),
+        (Decision(cpu_limits={"A/ps00": 0.5}), r"unknown task 'A/ps00'"),
+        (Decision(place={"A/W0": "r0-n1"}), r"unknown task 'A/W0'"),
         (Decision(place={"B/ps0": "r0-n1", "B/w0": "r9-n9"}), r"unknown node 'r9-n9'"),
         (Decision(place={"B/ps0": "r0-n1", "B/w0": 5}), r"B/w0.*node index 5 out of range"),
         # r0-n0 holds A (4 cores); B's 3 workers need 9 more: 13 > 8

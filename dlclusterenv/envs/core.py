@@ -280,7 +280,7 @@ class ClusterEnv(gym.Env):
             "decision_index": self.decision_index,
             "jobs_active": len(sim.active_jobs()),
             "jobs_done": len(sim.jobs) - len(sim.active_jobs()),
-            "action_mask": self.action_masks(),
+            "action_mask": self.action_masks().copy(),
         }
 
     # ------------------------------------------------------------------ render
