@@ -242,6 +242,8 @@ class Simulator:
             else:
                 node, gpu = self._node(target, f"place[{tid!r}]"), -1
             old = job.tasks.get(tid)
+            if old is not None and old.node == node and gpu in (-1, old.gpu) and tid not in gone:
+                continue  # already there: not a migration
             if old is not None and old.node >= 0 and tid not in gone:
                 removed.append(old)
                 gone.add(tid)
@@ -334,10 +336,13 @@ class Simulator:
                 if was_running:
                     job.paused_until = max(job.paused_until, self.now + self._ckpt_s(job))
         for tid, (node, _, job, _) in moves.items():
-            self._place(job.tasks[tid], job, node, gpu_of.get(tid, -1))
+            t = job.tasks[tid]
+            self._place(t, job, node, gpu_of.get(tid, -1))
             touched[job.job_id] = job
             if job.status == RUNNING and tid in gone and job.job_id not in preempted:
                 job.paused_until = max(job.paused_until, self.now + self._ckpt_s(job))  # migration
+                if t.role == "worker":
+                    self._count_locality(job, [t])
         for tid, lim in d.cpu_limits.items():
             self.jobs[tid.rpartition("/")[0]].tasks[tid].cpu_limit = float(lim)
         for g, mode in modes.items():
@@ -405,18 +410,19 @@ class Simulator:
                     job.first_start_s = self.now
                 job.status = RUNNING
                 job.ran_before = True
-            self._count_locality(job)
+                self._count_locality(job, job.worker_tasks())
         else:
             job.status = PENDING
 
-    def _count_locality(self, job: Job) -> None:
-        """D²S Table 1: each worker (a map task) is data-local, rack-local or off-switch."""
+    def _count_locality(self, job: Job, workers: list[Task]) -> None:
+        """D²S Table 1: each worker (a map task) that starts is data-local, rack-local or
+        off-switch; counted when its job starts or resumes, and when a running worker moves."""
         shards = job.spec.shard_nodes
         if not shards:
             return
         rack = self.cluster.node_rack
-        for i, t in enumerate(job.worker_tasks()):
-            s = shards[i % len(shards)]
+        for t in workers:
+            s = shards[int(t.task_id.rpartition("/w")[2]) % len(shards)]
             k = 0 if s == t.node else (1 if rack[s] == rack[t.node] else 2)
             job.locality[k] += 1
 
