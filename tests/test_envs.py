@@ -65,6 +65,19 @@ def test_observation_in_space_and_mask_shape(env_id):
             break
 
 
+def test_info_mask_is_a_copy():
+    """info["action_mask"] is the caller's to keep: later steps and edits never alias the env's."""
+    env = make_env("DLClusterJoint-v0")
+    _, info0 = env.reset(seed=0)
+    _, _, _, _, info1 = env.step(env.action_space.n + 5)  # invalid: the state, and mask, stay
+    assert info1["invalid_action"]
+    assert not np.shares_memory(info0["action_mask"], info1["action_mask"])
+    np.testing.assert_array_equal(info0["action_mask"], info1["action_mask"])
+    info1["action_mask"][:] = False
+    assert env.unwrapped.action_masks()[-1] and env.unwrapped.action_masks().any()
+    np.testing.assert_array_equal(env.unwrapped.action_masks(), info0["action_mask"])
+
+
 # --------------------------------------------------------------------------- determinism
 def _hash_episode(env_id: str, seed: int, action_seed: int = 123, max_steps: int = 600) -> str:
     env = make_env(env_id)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import ENV_IDS, make_env
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import dlclusterenv
@@ -144,21 +144,33 @@ def _choose(kind: str, k: int, mask: np.ndarray) -> int:
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 2**16), actions=ACTIONS)
-def test_env_random_actions_keep_invariants(env_id, seed, actions):
+@given(seed=st.integers(0, 2**16), actions=ACTIONS, tail=st.sampled_from(["end", "end", "greedy"]))
+def test_env_random_actions_keep_invariants(env_id, seed, actions, tail):
+    """Actions from the list, then (tail="end") the end-of-round / defer action until the episode
+    ends or is truncated at MAX_STEPS; tail="greedy" (valid actions other than end/defer, taken in
+    rotation while there are any) also drives some episodes to termination."""
     env = make_env(env_id, max_steps=MAX_STEPS)
     u = env.unwrapped
-    env.reset(seed=seed)
+    obs, _ = env.reset(seed=seed)
+    space = u.observation_space
+    assert space.contains(obs)
     sim = u.sim
     check_invariants(sim)
     now = sim.now
     end = u.action_space.n - 1  # end of round (allocation envs) / defer (placement env)
     for step in range(MAX_STEPS + 1):
         mask = u.action_masks().copy()
-        a = _choose(actions[step][0], actions[step][1], mask) if step < len(actions) else end
+        if step < len(actions):
+            a = _choose(actions[step][0], actions[step][1], mask)
+        elif tail == "greedy" and mask[:-1].any():
+            good = np.flatnonzero(mask[:-1])
+            a = int(good[step % len(good)])
+        else:
+            a = end
         valid = 0 <= a < len(mask) and bool(mask[a])
         before = None if valid else state_of(sim)
-        _, reward, term, trunc, info = env.step(a)
+        obs, reward, term, trunc, info = env.step(a)
+        assert space.contains(obs), {k: (v.min(), v.max()) for k, v in obs.items()}
         assert info["invalid_action"] is (not valid)
         if not valid:
             assert state_of(sim) == before, "an invalid action changed the cluster"
@@ -168,6 +180,7 @@ def test_env_random_actions_keep_invariants(env_id, seed, actions):
         assert sim.now >= now, f"time went back from {now} to {sim.now}"
         now = sim.now
         if term or trunc:
+            event("terminated" if term else "truncated")
             assert "metrics" in info
             assert term == sim.done
             assert trunc == (not sim.done and u.steps >= MAX_STEPS)
@@ -220,7 +233,9 @@ def test_sim_random_decisions_keep_invariants(seed, data):
         try:
             sim.apply(Decision(place=place))
             applied += 1
+            event("decision applied")
         except DecisionError:
+            event("decision rejected")
             errors += 1
             assert state_of(sim) == before, f"a rejected decision changed the state: {place}"
         check_invariants(sim)

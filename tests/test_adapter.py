@@ -1,0 +1,139 @@
+"""One house: a Scheduler run through a Gym env (SchedulerAdapter) gives exactly the metrics it gets
+when run on the simulator directly, and a decision the env cannot express raises AdapterError."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+from conftest import make_env
+
+import baselines
+import dlclusterenv
+from dlclusterenv import Decision, Scheduler
+from dlclusterenv.adapter import AdapterError, SchedulerAdapter
+
+POLICIES = ("fifo", "random")
+SEEDS = (0, 1)
+
+
+def direct(policy: str, seed: int, **kw) -> dict:
+    return dlclusterenv.make_sim("tiny", seed).run(baselines.make(policy, **kw)).summary()
+
+
+def through_env(env: gym.Env, policy: str, seed: int, **kw) -> dict:
+    return SchedulerAdapter(env, baselines.make(policy, **kw)).run(seed).summary()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("env_id", ["DLClusterPlace-v0", "DLClusterJoint-v0", "DLCluster-v0"])
+def test_adapter_matches_simulator(env_id, policy, seed):
+    want = direct(policy, seed)
+    assert want["jobs_finished"] > 0
+    assert through_env(make_env(env_id), policy, seed) == want
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("placer", ["spread", "pack"])
+def test_adapter_alloc_env_with_matching_placer(placer, seed):
+    """DLClusterAlloc places with its own placer: FIFO with the same placer is expressible."""
+    env = make_env("DLClusterAlloc-v0", placer=placer)
+    assert through_env(env, "fifo", seed, placer=placer) == direct("fifo", seed, placer=placer)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_adapter_alloc_env_fifo_default_placer(seed):
+    """FIFO's default placer is spread, the allocation env's default placer too."""
+    env = make_env("DLClusterAlloc-v0", placer="spread")
+    assert through_env(env, "fifo", seed) == direct("fifo", seed)
+
+
+def test_adapter_alloc_env_placer_mismatch_raises():
+    """Random placement is not what the env's spread placer does: refused, not silently changed."""
+    with pytest.raises(AdapterError, match="placer"):
+        through_env(make_env("DLClusterAlloc-v0", placer="spread"), "random", 0)
+
+
+def test_adapter_same_env_reused():
+    """An adapter can run several episodes on one env; each matches the direct run."""
+    adapter = SchedulerAdapter(make_env("DLClusterPlace-v0"), baselines.make("random"))
+    for seed in (1, 0, 1):
+        assert adapter.run(seed).summary() == direct("random", seed)
+
+
+def test_adapter_decision_latency_recorded():
+    m = SchedulerAdapter(make_env("DLClusterJoint-v0"), baselines.make("fifo")).run(0)
+    assert m.decision_latency_ms >= 0
+    assert m.jobs_finished == direct("fifo", 0)["jobs_finished"]
+
+
+# --------------------------------------------------------------------------- inexpressible decisions
+class _Wrapping(Scheduler):
+    """FIFO's decision plus something extra the env may not express."""
+
+    name = "wrapping"
+
+    def __init__(self, extra):
+        self.inner = baselines.make("fifo")
+        self.extra = extra
+
+    def reset(self, seed=None):
+        super().reset(seed)
+        self.inner.reset(seed)
+
+    def decide(self, view):
+        d = self.inner.decide(view)
+        self.extra(view, d)
+        return d
+
+
+def _cpu_limits(view, d: Decision) -> None:
+    for tid in d.place:
+        d.cpu_limits[tid] = 0.5
+
+
+def _gpu_slot(view, d: Decision) -> None:
+    for tid, node in list(d.place.items()):
+        if "/w" in tid:
+            d.place[tid] = (node, 0)
+
+
+def _resize(view, d: Decision) -> None:
+    for j in view.pending:
+        d.allocate[j.job_id] = (j.num_ps, j.num_workers + 1)
+
+
+def _preempt(view, d: Decision) -> None:
+    d.preempt.extend(j.job_id for j in view.running)
+
+
+@pytest.mark.parametrize("env_id", ["DLClusterPlace-v0", "DLClusterJoint-v0", "DLClusterAlloc-v0"])
+def test_adapter_rejects_cpu_limits(env_id):
+    with pytest.raises(AdapterError, match="cpu_limits"):
+        SchedulerAdapter(make_env(env_id), _Wrapping(_cpu_limits)).run(0)
+
+
+def test_adapter_place_rejects_gpu_slot():
+    with pytest.raises(AdapterError, match="DLClusterPlace"):
+        SchedulerAdapter(make_env("DLClusterPlace-v0"), _Wrapping(_gpu_slot)).run(0)
+
+
+def test_adapter_place_rejects_resize():
+    with pytest.raises(AdapterError, match="resize"):
+        SchedulerAdapter(make_env("DLClusterPlace-v0"), _Wrapping(_resize)).run(0)
+
+
+@pytest.mark.parametrize("env_id", ["DLClusterPlace-v0", "DLClusterJoint-v0"])
+def test_adapter_rejects_preempt(env_id):
+    with pytest.raises(AdapterError, match="preempt"):
+        SchedulerAdapter(make_env(env_id), _Wrapping(_preempt)).run(0)
+
+
+def test_adapter_joint_rejects_gpu_slot():
+    with pytest.raises(AdapterError, match="placed on a node"):
+        SchedulerAdapter(make_env("DLClusterJoint-v0"), _Wrapping(_gpu_slot)).run(0)
+
+
+def test_adapter_rejects_non_cluster_env():
+    with pytest.raises(AdapterError):
+        SchedulerAdapter(gym.make("CartPole-v1"), baselines.make("fifo"))
