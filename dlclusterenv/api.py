@@ -58,6 +58,7 @@ class TaskView:
     gpu: int  # global GPU index, -1: none
     cpu_limit: float
     demand: Demand
+    cores: float  # cores in use now (0 unless its job is running)
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,8 @@ class JobView:
     steps_done: float
     epochs_done: int
     observed_loss: tuple[tuple[int, float], ...]
-    observed_speed: Mapping[tuple[int, int], float]
+    observed_speed: Mapping[tuple[int, int], float]  # mean measured steps/s per (p, w) that ran
+    last_speed: float  # steps/s measured over the most recent interval it ran (0 if never)
     attained_gpu_s: float  # GPU-seconds received so far (Tiresias' attained service)
     run_s: float
     first_start_s: float  # nan if never started

@@ -90,6 +90,7 @@ class Job:
     obs_loss: list[tuple[int, float]] = field(default_factory=list)
     obs_speed: dict[tuple[int, int], float] = field(default_factory=dict)
     _speed_time: dict[tuple[int, int], float] = field(default_factory=dict)
+    last_speed: float = 0.0  # measured over the most recent interval it ran
     attained_gpu_s: float = 0.0
     run_s: float = 0.0
     bytes_cross_node: float = 0.0
@@ -142,6 +143,7 @@ class Job:
             return
         key = (self.num_ps, self.num_workers)
         measured = speed * (1.0 + 0.02 * float(self.rng.standard_normal()))
+        self.last_speed = measured
         w = self._speed_time.get(key, 0.0)
         prev = self.obs_speed.get(key, 0.0)
         self.obs_speed[key] = (prev * w + measured * dt) / (w + dt)

@@ -127,6 +127,7 @@ class Simulator:
 
     def job_view(self, job: Job) -> JobView:
         m = job.model
+        cores = self.rates().task_cores
         tasks = tuple(
             TaskView(
                 t.task_id,
@@ -136,6 +137,7 @@ class Simulator:
                 t.gpu,
                 t.cpu_limit,
                 m.ps if t.role == "ps" else m.worker,
+                cores.get(t.task_id, 0.0),
             )
             for t in job.tasks.values()
         )
@@ -161,6 +163,7 @@ class Simulator:
             epochs_done=job.epochs_done,
             observed_loss=tuple(job.obs_loss),
             observed_speed=MappingProxyType(dict(job.obs_speed)),
+            last_speed=job.last_speed,
             attained_gpu_s=job.attained_gpu_s,
             run_s=job.run_s,
             first_start_s=job.first_start_s,

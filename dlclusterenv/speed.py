@@ -51,6 +51,7 @@ class Rates:
     link_Bps: np.ndarray  # bytes/s per link direction (see link layout in `link_capacity`)
     cpu_used: np.ndarray  # cores in use per node
     gpu_busy: np.ndarray  # bool per GPU: some running worker computes on it
+    task_cores: dict[str, float]  # cores each running task uses now
 
 
 def link_capacity(cluster: Cluster) -> np.ndarray:
@@ -259,4 +260,4 @@ def compute_rates(
         xr[job.job_id] = c.cross_rack * s * per_step
         if len(c.links):
             np.add.at(link_Bps, c.links, c.nbytes * s * per_step)
-    return Rates(speed, xn, xr, link_Bps, cpu_used, gpu_busy)
+    return Rates(speed, xn, xr, link_Bps, cpu_used, gpu_busy, cores)

@@ -174,6 +174,7 @@ class ClusterEnv(gym.Env):
         """Valid actions now (for sb3-contrib's MaskablePPO); computed once per state."""
         if self._mask is None:
             self._mask = self._compute_masks()
+            self._mask.setflags(write=False)  # cached: callers must not edit it
         return self._mask
 
     def _focal(self) -> tuple[Job | None, str | None]:
