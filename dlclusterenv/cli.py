@@ -133,11 +133,31 @@ def main(argv: list[str] | None = None) -> int:
     rn.add_argument("--scenario", default="default")
     rn.add_argument("--policy", default="fifo")
     rn.add_argument("--seed", type=int, default=0)
+    rp = sub.add_parser("reproduce", help="a seed paper's experiment: its claims beside ours")
+    rp.add_argument("name", help="dltap, d2s, optimus, gandiva, flowcon or drf")
+    rp.add_argument("--seeds", type=int, default=3)
+    rp.add_argument("--json", help="write [{claim, paper, simulated, direction_ok}] here")
     sub.add_parser("envs", help="list the registered Gym env ids")
     a = ap.parse_args(argv)
     try:
         if a.cmd == "envs":
             print("\n".join(ENV_IDS))
+        elif a.cmd == "reproduce":
+            from baselines import reproduce
+
+            claims = reproduce.run(a.name, a.seeds)
+            w = max(len(c.claim) for c in claims)
+            print(f"{'claim':<{w}}  {'paper':>14}  {'simulated':>14}  direction")
+            for c in claims:
+                print(f"{c.claim:<{w}}  {c.paper:>14}  {c.simulated:>14}  {'ok' if c.direction_ok else 'WRONG'}")
+            if a.json:
+                import json
+
+                path = Path(a.json)
+                fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".")
+                with os.fdopen(fd, "w") as f:
+                    json.dump([c.row() for c in claims], f, indent=2)
+                os.replace(tmp, path)
         elif a.cmd == "run":
             import baselines
 
