@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dlclusterenv.api import Scheduler
 
+from .drf import DRF
 from .fifo import FIFO
 from .random_policy import RandomPlacement
 
 REGISTRY: dict[str, type[Scheduler]] = {
+    "drf": DRF,
     "fifo": FIFO,
     "random": RandomPlacement,
 }

@@ -61,7 +61,7 @@ def convergence_epoch(spec: ModelSpec, epoch_scale: float = 1.0) -> int:
     return lo
 
 
-@dataclass
+@dataclass(eq=False)
 class Task:
     task_id: str
     role: str  # "ps" | "worker"
@@ -70,7 +70,7 @@ class Task:
     cpu_limit: float = 1.0  # soft limit as a fraction of the node's cores (1.0 = none)
 
 
-@dataclass
+@dataclass(eq=False)
 class Job:
     """Engine-side state of one job. Never handed to a scheduler: see api.JobView."""
 
@@ -97,10 +97,14 @@ class Job:
     bytes_cross_rack: float = 0.0
     locality: list[int] = field(default_factory=lambda: [0, 0, 0])  # data/rack-local, off-switch
     dom_share_time: float = 0.0  # integral of dominant share over time in system
+    n_placed: int = 0  # tasks on a node now (kept by the Simulator)
+    plan: object = None  # speed.JobPlan cache, dropped by touch()
+    share: float | None = None  # dominant-share cache, dropped by touch()
 
-    @property
-    def job_id(self) -> str:
-        return self.spec.job_id
+    def __post_init__(self) -> None:
+        self.job_id = self.spec.job_id
+        self._ps: list[Task] = []
+        self._workers: list[Task] = []
 
     @property
     def total_steps(self) -> int:
@@ -115,17 +119,15 @@ class Job:
         return 1.0 / (c.b0 / self.spec.epoch_scale * epoch + c.b1) + c.b2
 
     def ps_tasks(self) -> list[Task]:
-        return [self.tasks[f"{self.job_id}/ps{i}"] for i in range(self.num_ps)]
+        """PS tasks in index order (a list the caller must not modify)."""
+        return self._ps
 
     def worker_tasks(self) -> list[Task]:
-        return [self.tasks[f"{self.job_id}/w{i}"] for i in range(self.num_workers)]
+        """Worker tasks in index order (a list the caller must not modify)."""
+        return self._workers
 
     def fully_placed(self) -> bool:
-        return (
-            self.num_ps >= 1
-            and self.num_workers >= 1
-            and all(t.node >= 0 for t in self.tasks.values())
-        )
+        return self.num_ps >= 1 and self.num_workers >= 1 and self.n_placed == len(self.tasks)
 
     def resize(self, num_ps: int, num_workers: int) -> None:
         """Set (p, w): new tasks start unplaced; removed tasks are the highest-numbered."""
@@ -135,7 +137,15 @@ class Job:
             for i in range(old, new):
                 tid = f"{self.job_id}/{role}{i}"
                 self.tasks[tid] = Task(tid, "ps" if role == "ps" else "worker")
+        self._ps = [self.tasks[f"{self.job_id}/ps{i}"] for i in range(num_ps)]
+        self._workers = [self.tasks[f"{self.job_id}/w{i}"] for i in range(num_workers)]
         self.num_ps, self.num_workers = num_ps, num_workers
+        self.touch()
+
+    def touch(self) -> None:
+        """A task moved or a limit changed: drop what was cached from the placement."""
+        self.plan = None
+        self.share = None
 
     def observe(self, t0_steps: float, speed: float, dt: float) -> None:
         """Record what a real cluster would show after running `dt` seconds at `speed`."""

@@ -193,6 +193,8 @@ class Simulator:
 
     def apply(self, d: Decision) -> None:
         """Validate the whole decision, then apply it; on error nothing has changed."""
+        if d.empty():
+            return
         c = self.cluster
         # -- validate preempt and allocate
         preempt = []
@@ -347,7 +349,9 @@ class Simulator:
                 if t.role == "worker":
                     self._count_locality(job, [t])
         for tid, lim in d.cpu_limits.items():
-            self.jobs[tid.rpartition("/")[0]].tasks[tid].cpu_limit = float(lim)
+            job = self.jobs[tid.rpartition("/")[0]]
+            job.tasks[tid].cpu_limit = float(lim)
+            job.touch()
         for g, mode in modes.items():
             self.gpu_mode[g] = mode
         for job in touched.values():
@@ -367,6 +371,31 @@ class Simulator:
                 return int(idx) < n
         return False
 
+    def place_one(self, task_id: str, node: int) -> None:
+        """Fast path of `apply(Decision(place={task_id: node}))` for one unplaced task (the
+        placement env's step): same checks and effects, without building a whole decision."""
+        job = self.jobs.get(task_id.rpartition("/")[0])
+        t = job.tasks.get(task_id) if job is not None and job.status != DONE else None
+        if t is None or t.node >= 0 or not 0 <= node < self.cluster.n_nodes:
+            return self.apply(Decision(place={task_id: node}))  # the general path explains
+        c = self.cluster
+        d = job.model.ps if t.role == "ps" else job.model.worker
+        gpu = -1
+        if d.gpu:
+            base = int(c.gpu_base[node])
+            free = [g for g in range(base, base + int(c.gpus[node])) if not self.gpu_tasks[g]]
+            gpu = free[0] if free else -2
+        if (
+            gpu == -2
+            or self.used_cpu[node] + d.cpu > c.cpus[node] * (1 + 1e-9) + 1e-9
+            or self.used_mem[node] + d.mem_gb > c.memory[node] * (1 + 1e-9) + 1e-9
+            or self.used_bw[node] + d.bw_MBps * 1e6 > c.nic[node] * (1 + 1e-9) + 1e-9
+        ):
+            return self.apply(Decision(place={task_id: node}))  # raises, naming the resource
+        self._place(t, job, node, gpu)
+        self._update_status(job)
+        self._rates = None
+
     def _active_job(self, jid: str, where: str) -> Job:
         job = self.jobs.get(jid)
         if job is None or job.status == DONE:
@@ -384,6 +413,8 @@ class Simulator:
     def _place(self, t: Task, job: Job, node: int, gpu: int) -> None:
         dem = job.model.ps if t.role == "ps" else job.model.worker
         t.node, t.gpu = node, gpu
+        job.n_placed += 1
+        job.touch()
         self.used_cpu[node] += dem.cpu
         self.used_mem[node] += dem.mem_gb
         self.used_bw[node] += dem.bw_MBps * 1e6
@@ -393,7 +424,10 @@ class Simulator:
             self.gpu_tasks[gpu].append(t.task_id)
 
     def _unplace(self, t: Task) -> None:
-        dem = self._demand(t)
+        job = self.jobs[t.task_id.rpartition("/")[0]]
+        job.n_placed -= 1
+        job.touch()
+        dem = job.model.ps if t.role == "ps" else job.model.worker
         self.used_cpu[t.node] -= dem.cpu
         self.used_mem[t.node] -= dem.mem_gb
         self.used_bw[t.node] -= dem.bw_MBps * 1e6
@@ -529,6 +563,11 @@ class Simulator:
 
     def _dominant_share(self, job: Job) -> float:
         """DRF's dominant share of what the job holds now (placed tasks), over cluster totals."""
+        if job.share is None:
+            job.share = self._compute_share(job)
+        return job.share
+
+    def _compute_share(self, job: Job) -> float:
         c, m = self.cluster, job.model
         placed = [t for t in job.tasks.values() if t.node >= 0]
         if not placed:

@@ -32,7 +32,6 @@ import numpy as np
 from .cluster import Cluster
 from .config import Overheads
 from .jobs import Job
-from .profiles import packing_speed
 
 
 @dataclass(frozen=True)
@@ -41,17 +40,6 @@ class PackingModel:
 
     eps: float
     gamma: float
-
-
-@dataclass
-class Rates:
-    speed: dict[str, float]  # job id -> steps/s (sync: global steps; async: worker updates)
-    cross_node_Bps: dict[str, float]
-    cross_rack_Bps: dict[str, float]
-    link_Bps: np.ndarray  # bytes/s per link direction (see link layout in `link_capacity`)
-    cpu_used: np.ndarray  # cores in use per node
-    gpu_busy: np.ndarray  # bool per GPU: some running worker computes on it
-    task_cores: dict[str, float]  # cores each running task uses now
 
 
 def link_capacity(cluster: Cluster) -> np.ndarray:
@@ -153,6 +141,61 @@ def job_comm(cluster: Cluster, job: Job, ps_nodes: np.ndarray, w_nodes: np.ndarr
     )
 
 
+@dataclass
+class JobPlan:
+    """What a job's speed depends on besides its neighbours, cached on the job until one of its
+    tasks moves or its limits change (Simulator invalidates `job.plan`)."""
+
+    task_ids: list[str]  # PS first, then workers
+    task_node: np.ndarray
+    want: np.ndarray  # cores each task can use
+    limit: np.ndarray  # soft limits, fraction of the node
+    ps_ratio_ref: float  # PS cores reserved (0: never CPU-limited)
+    w_gpu: np.ndarray  # GPU per worker, -1 for CPU-bound workers
+    w_ref: float  # cores a CPU-bound worker's step time is measured at
+    comm: _Comm
+
+
+def job_plan(cluster: Cluster, job: Job) -> JobPlan:
+    if job.plan is None:
+        m = job.model
+        ps, ws = job.ps_tasks(), job.worker_tasks()
+        w_want = (m.cpu_max or m.worker.cpu) if m.compute_on == "cpu" else m.worker.cpu
+        ps_nodes = np.array([t.node for t in ps], dtype=np.int64)
+        w_nodes = np.array([t.node for t in ws], dtype=np.int64)
+        job.plan = JobPlan(
+            task_ids=[t.task_id for t in ps + ws],
+            task_node=np.concatenate([ps_nodes, w_nodes]),
+            want=np.array([m.ps.cpu] * len(ps) + [w_want] * len(ws), dtype=float),
+            limit=np.array([t.cpu_limit for t in ps + ws], dtype=float),
+            ps_ratio_ref=m.ps.cpu,
+            w_gpu=np.array([t.gpu if m.compute_on == "gpu" else -1 for t in ws], dtype=np.int64),
+            w_ref=(m.cpu_max or m.worker.cpu) if m.compute_on == "cpu" else 0.0,
+            comm=job_comm(cluster, job, ps_nodes, w_nodes),
+        )
+    return job.plan
+
+
+class Rates:
+    """Speeds and loads under the current placement; per-task cores are built on demand."""
+
+    def __init__(self, speed, cross_node, cross_rack, link_Bps, cpu_used, gpu_busy, task_ids, got):
+        self.speed: dict[str, float] = speed  # steps/s (sync: global steps; async: worker updates)
+        self.cross_node_Bps: dict[str, float] = cross_node
+        self.cross_rack_Bps: dict[str, float] = cross_rack
+        self.link_Bps: np.ndarray = link_Bps  # bytes/s per link direction (see link_capacity)
+        self.cpu_used: np.ndarray = cpu_used  # cores in use per node
+        self.gpu_busy: np.ndarray = gpu_busy  # bool per GPU: a running worker computes on it
+        self._task_ids, self._got, self._cores = task_ids, got, None
+
+    @property
+    def task_cores(self) -> dict[str, float]:
+        """Cores each running task uses now."""
+        if self._cores is None:
+            self._cores = dict(zip(self._task_ids, self._got.tolist()))
+        return self._cores
+
+
 def compute_rates(
     cluster: Cluster,
     jobs: list[Job],
@@ -160,104 +203,91 @@ def compute_rates(
     overheads: Overheads,
     packing: PackingModel,
 ) -> Rates:
-    """Steps/s of every job in `jobs` (all fully placed and not paused) under the current placement."""
-    n_links = 2 * cluster.n_nodes + 2 * cluster.n_racks
+    """Steps/s of every job in `jobs` (all fully placed and not paused), vectorised over jobs."""
+    n, n_links = cluster.n_nodes, 2 * cluster.n_nodes + 2 * cluster.n_racks
     cap = link_capacity(cluster)
-    # ---- CPU: per node, max-min fair with soft limits
-    want: dict[int, list[tuple[str, float, float]]] = {}
-    for job in jobs:
-        m = job.model
-        for t in job.tasks.values():
-            if t.role == "ps":
-                c = m.ps.cpu
-            else:
-                c = (m.cpu_max or m.worker.cpu) if m.compute_on == "cpu" else m.worker.cpu
-            want.setdefault(t.node, []).append((t.task_id, c, t.cpu_limit))
-    cores: dict[str, float] = {}
-    cpu_used = np.zeros(cluster.n_nodes)
-    for node, lst in want.items():
-        got = cpu_split(
-            float(cluster.cpus[node]),
-            np.array([x[1] for x in lst], dtype=float),
-            np.array([x[2] for x in lst], dtype=float),
-        )
-        cpu_used[node] = got.sum()
-        for (tid, _, _), g in zip(lst, got):
-            cores[tid] = g
-    # ---- GPU: residents per GPU among running workers
-    residents: dict[int, list[Job]] = {}
-    for job in jobs:
-        for t in job.tasks.values():
-            if t.gpu >= 0:
-                residents.setdefault(t.gpu, []).append(job)
+    if not jobs:
+        return Rates({}, {}, {}, np.zeros(n_links), np.zeros(n), np.zeros(cluster.n_gpus, bool), [], np.zeros(0))
+    plans = [job_plan(cluster, j) for j in jobs]
+    n_jobs = len(jobs)
+    # ---- CPU: max-min fair shares with soft limits, only contended nodes need water-filling
+    t_node = np.concatenate([p.task_node for p in plans])
+    want = np.concatenate([p.want for p in plans])
+    got = want.copy()
+    total = np.bincount(t_node, weights=want, minlength=n)
+    for node in np.flatnonzero(total > cluster.cpus * (1 + 1e-12)):
+        sel = np.flatnonzero(t_node == node)
+        limit = np.concatenate([p.limit for p in plans])[sel]
+        got[sel] = cpu_split(float(cluster.cpus[node]), want[sel], limit)
+    cpu_used = np.bincount(t_node, weights=got, minlength=n)
+    # ---- per-job constants, and per-worker arrays in job order
+    m = [j.model for j in jobs]
+    n_ps = np.array([j.num_ps for j in jobs])
+    n_w = np.array([j.num_workers for j in jobs])
+    n_t = n_ps + n_w
+    t_off = np.concatenate([[0], np.cumsum(n_t)[:-1]])
+    sync = np.array([x.sync for x in m])
+    compute = np.array([x.step_compute_s for x in m])
+    overhead = np.array([x.step_overhead_s for x in m])
+    update = np.array([x.ps_update_s for x in m])
+    ps_ref = np.array([p.ps_ratio_ref for p in plans])
+    # PS factor: the most CPU-starved PS of the job
+    ps_idx = np.concatenate([np.arange(o, o + k) for o, k in zip(t_off, n_ps)])
+    ps_job = np.repeat(np.arange(n_jobs), n_ps)
+    ratio = np.where(ps_ref[ps_job] > 0, np.minimum(1.0, got[ps_idx] / np.maximum(ps_ref[ps_job], 1e-300)), 1.0)
+    ps_f = np.maximum(np.minimum.reduceat(ratio, np.concatenate([[0], np.cumsum(n_ps)[:-1]])), 1e-9)
+    # worker factors: GPU share (alone / time-sliced / packed) or CPU cores over the reference
+    w_job = np.repeat(np.arange(n_jobs), n_w)
+    w_idx = np.concatenate([np.arange(o + k, o + k + w) for o, k, w in zip(t_off, n_ps, n_w)])
+    w_gpu = np.concatenate([p.w_gpu for p in plans])
+    on_gpu = w_gpu >= 0
+    g = np.where(on_gpu, w_gpu, 0)
+    n_slots = max(cluster.n_gpus, int(g.max()) + 1)
+    util = np.array([x.gpu_util for x in m])[w_job]
+    cnt = np.bincount(g[on_gpu], minlength=n_slots)
+    util_sum = np.bincount(g[on_gpu], weights=util[on_gpu], minlength=n_slots)
+    mode = np.zeros(n_slots, np.int8)
+    mode[: len(gpu_mode)] = gpu_mode
     switch = 1.0 - min(overheads.suspend_resume_s / overheads.time_slice_s, 1.0)
-    gpu_busy = np.zeros(cluster.n_gpus, dtype=bool)
-    gpu_factor: dict[int, dict[str, float]] = {}
-    for g, js in residents.items():
-        if g < len(gpu_busy):
-            gpu_busy[g] = True
-        if len(js) == 1:
-            gpu_factor[g] = {js[0].job_id: 1.0}
-        elif gpu_mode[g] == 1:  # packed
-            total = sum(j.model.gpu_util for j in js)
-            gpu_factor[g] = {
-                j.job_id: packing_speed(
-                    j.model.gpu_util, total - j.model.gpu_util, packing.eps, packing.gamma
-                )
-                for j in js
-            }
-        else:  # time-sliced round robin
-            gpu_factor[g] = {j.job_id: switch / len(js) for j in js}
-    # ---- network: per-job bytes and flows per link, then equal per-flow shares
-    comms = []
-    flows_total = np.zeros(n_links)
-    for job in jobs:
-        ps_nodes = np.array([t.node for t in job.ps_tasks()], dtype=np.int64)
-        w_nodes = np.array([t.node for t in job.worker_tasks()], dtype=np.int64)
-        c = job_comm(cluster, job, ps_nodes, w_nodes)
-        comms.append(c)
-        np.add.at(flows_total, c.links, c.flows)
-    speed, xn, xr = {}, {}, {}
-    link_Bps = np.zeros(n_links)
-    for job, c in zip(jobs, comms):
-        m = job.model
-        comm = c.task_time
-        if len(c.links):
-            jb = np.bincount(c.links, weights=c.nbytes, minlength=n_links)
-            jf = np.bincount(c.links, weights=c.flows, minlength=n_links)
-            used = jf > 0
-            comm = max(comm, float((jb[used] * flows_total[used] / (cap[used] * jf[used])).max()))
-        p, w = job.num_ps, job.num_workers
-        ps_f = min(
-            (min(1.0, cores[t.task_id] / m.ps.cpu) if m.ps.cpu > 0 else 1.0)
-            for t in job.ps_tasks()
-        )
-        ps_f = max(ps_f, 1e-9)
-        factors = []
-        for t in job.worker_tasks():
-            if m.compute_on == "gpu":
-                f = gpu_factor[t.gpu][job.job_id]
-            else:
-                ref = m.cpu_max or m.worker.cpu
-                f = cores[t.task_id] / ref if ref > 0 else 1.0
-            factors.append(max(f, 1e-9))
-        factors = np.array(factors)
-        if m.sync:
-            step = (
-                float((m.step_compute_s / w / factors).max())
-                + m.step_overhead_s
-                + m.ps_update_s * w / p / ps_f
-                + comm
-            )
-            s = 1.0 / step
-            per_step = 1.0
-        else:
-            steps = m.step_compute_s / factors + m.step_overhead_s + m.ps_update_s / p / ps_f + comm
-            s = float((1.0 / steps).sum())
-            per_step = 1.0 / w  # one update moves one worker's share of the exchange
-        speed[job.job_id] = s
-        xn[job.job_id] = c.cross_node * s * per_step
-        xr[job.job_id] = c.cross_rack * s * per_step
-        if len(c.links):
-            np.add.at(link_Bps, c.links, c.nbytes * s * per_step)
-    return Rates(speed, xn, xr, link_Bps, cpu_used, gpu_busy, cores)
+    k = np.maximum(cnt[g], 1)
+    # profiles.packing_speed, vectorised: (1 - eps) * min(1, 1 / sum of utilisations) ** gamma
+    packed = (1.0 - packing.eps) * np.minimum(1.0, 1.0 / np.maximum(util_sum[g], 1e-12)) ** packing.gamma
+    f_gpu = np.where(k == 1, 1.0, np.where(mode[g] == 1, packed, switch / k))
+    w_ref = np.array([p.w_ref for p in plans])[w_job]
+    f_cpu = np.where(w_ref > 0, got[w_idx] / np.where(w_ref > 0, w_ref, 1.0), 1.0)
+    f = np.maximum(np.where(on_gpu, f_gpu, f_cpu), 1e-9)
+    # ---- network: bytes and flows per (job, link); each link direction shared equally per flow
+    links = np.concatenate([p.comm.links + i * n_links for i, p in enumerate(plans)])
+    nbytes = np.concatenate([p.comm.nbytes for p in plans])
+    flows = np.concatenate([p.comm.flows for p in plans])
+    jb = np.bincount(links, weights=nbytes, minlength=n_jobs * n_links).reshape(n_jobs, n_links)
+    jf = np.bincount(links, weights=flows, minlength=n_jobs * n_links).reshape(n_jobs, n_links)
+    flows_total = jf.sum(axis=0)
+    used = jf > 0
+    t_link = np.zeros_like(jb)
+    t_link[used] = (jb * flows_total / cap)[used] / jf[used]
+    comm = np.maximum(t_link.max(axis=1), np.array([p.comm.task_time for p in plans]))
+    # ---- step time: sync waits for the slowest worker; async workers run their own loops
+    w_off = np.concatenate([[0], np.cumsum(n_w)[:-1]])
+    fixed = overhead + comm
+    slowest = np.maximum.reduceat(compute[w_job] / n_w[w_job] / f, w_off)
+    s_sync = 1.0 / (slowest + fixed + update * n_w / n_ps / ps_f)
+    per_worker = compute[w_job] / f + (fixed + update / n_ps / ps_f)[w_job]
+    s_async = np.add.reduceat(1.0 / per_worker, w_off)
+    s = np.where(sync, s_sync, s_async)
+    per_step = np.where(sync, 1.0, 1.0 / n_w)  # an async update moves one worker's share
+    moved = s * per_step
+    ids = [j.job_id for j in jobs]
+    xn = np.array([p.comm.cross_node for p in plans]) * moved
+    xr = np.array([p.comm.cross_rack for p in plans]) * moved
+    task_ids = [t for p in plans for t in p.task_ids]
+    return Rates(
+        dict(zip(ids, s.tolist())),
+        dict(zip(ids, xn.tolist())),
+        dict(zip(ids, xr.tolist())),
+        (jb * moved[:, None]).sum(axis=0),
+        cpu_used,
+        cnt[: cluster.n_gpus] > 0,
+        task_ids,
+        got,
+    )

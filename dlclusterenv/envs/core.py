@@ -100,6 +100,11 @@ class ClusterEnv(gym.Env):
         self._static_nodes[:n, 0] = 1.0
         self._static_nodes[:n, 4] = c.gpus / max(int(c.gpus.max()), 1)
         self._static_nodes[:n, 5] = c.node_rack / max(c.n_racks - 1, 1)
+        self._node_mask = np.zeros(self.max_nodes, np.float32)
+        self._node_mask[:n] = 1.0
+        self._slot_masks = np.tril(np.ones((self.max_jobs + 1, self.max_jobs), np.float32), -1)
+        self._max_cpus, self._max_mem = float(c.cpus.max()), float(c.memory.max())
+        self._total_cpus = float(c.cpus.sum())
         self.sim: Simulator | None = None
         self._mask = None
         self.decision_index = 0
@@ -215,64 +220,64 @@ class ClusterEnv(gym.Env):
         nodes[:n, 3] = free_g / np.maximum(c.gpus, 1)
         job, role = self._focal()
         task = np.zeros(TASK_F, np.float32)
+        slots = self.slots()
         if job is not None:
-            placed = np.bincount([t.node for t in job.tasks.values() if t.node >= 0], minlength=n)
-            nodes[:n, 6] = placed[:n] / max(len(job.tasks), 1)
-            for s in job.spec.shard_nodes:
-                nodes[s, 7] = 1.0
+            for t in job.tasks.values():
+                if t.node >= 0:
+                    nodes[t.node, 6] += 1.0
+            nodes[:n, 6] /= max(len(job.tasks), 1)
+            nodes[list(job.spec.shard_nodes), 7] = 1.0
             d = job.model.ps if role == "ps" else job.model.worker
-            slot = self.slots().index(job) if job in self.slots() else 0
+            slot = next((i for i, j in enumerate(slots) if j is job), 0)
             task[:] = (
                 role == "ps",
                 role == "worker",
-                d.cpu / c.cpus.max(),
-                d.mem_gb / c.memory.max(),
+                d.cpu / self._max_cpus,
+                d.mem_gb / self._max_mem,
                 d.gpu,
                 slot / self.max_jobs,
             )
         jobs = np.zeros((self.max_jobs, JOB_F), np.float32)
-        slots = self.slots()
+        now, scale = sim.now, self.time_scale_s
         for i, j in enumerate(slots):
-            first = j.obs_loss[0][1] if j.obs_loss else 1.0
-            last = j.obs_loss[-1][1] if j.obs_loss else 1.0
+            m = j.model
+            loss = j.obs_loss
+            ratio = loss[-1][1] / loss[0][1] if loss and loss[0][1] > 0 else 1.0
             jobs[i] = (
                 1.0,
                 j.status == "running",
                 j.num_ps / 16,
                 j.num_workers / 32,
-                j.epochs_done / j.model.convergence.max_epochs,
-                1.0 - math.exp(-(sim.now - j.spec.arrival_s) / self.time_scale_s),
-                last / first if first > 0 else 1.0,
-                j.model.worker.gpu,
-                math.log10(j.model.param_bytes) / 12,
-                sum(t.node >= 0 for t in j.tasks.values()) / max(len(j.tasks), 1),
+                j.steps_done / (m.steps_per_epoch * m.convergence.max_epochs),
+                1.0 - math.exp(-(now - j.spec.arrival_s) / scale),
+                ratio,
+                m.worker.gpu,
+                math.log10(m.param_bytes) / 12,
+                j.n_placed / max(len(j.tasks), 1),
             )
-        mask = np.zeros(self.max_jobs, np.float32)
-        mask[: len(slots)] = 1.0
-        active = sim.active_jobs()
+        job_mask = self._slot_masks[len(slots)]
+        n_running = sum(1 for j in sim.active_jobs() if j.status == "running")
+        n_pending = len(sim.active_jobs()) - n_running
         glob = np.array(
             (
-                1.0 - math.exp(-sim.now / (100 * self.time_scale_s)),
-                sum(j.status == "pending" for j in active) / self.max_jobs,
-                sum(j.status == "running" for j in active) / self.max_jobs,
+                1.0 - math.exp(-now / (100 * scale)),
+                n_pending / self.max_jobs,
+                n_running / self.max_jobs,
                 free_g.sum() / max(c.n_gpus, 1),
-                (c.cpus - sim.used_cpu).sum() / c.cpus.sum(),
+                (c.cpus - sim.used_cpu).sum() / self._total_cpus,
             ),
             np.float32,
         )
-        node_mask = np.zeros(self.max_nodes, np.float32)
-        node_mask[:n] = 1.0
-        out = {
+        np.clip(jobs, 0.0, 1.0, out=jobs)  # node features are fractions by construction
+        np.clip(glob, 0.0, 1.0, out=glob)
+        return {
             "nodes": nodes,
-            "node_mask": node_mask,
+            "node_mask": self._node_mask.copy(),
             "jobs": jobs,
-            "job_mask": mask,
+            "job_mask": job_mask.copy(),
             "task": task,
             "global": glob,
         }
-        np.clip(jobs, 0.0, 1.0, out=jobs)  # node features are fractions by construction
-        np.clip(glob, 0.0, 1.0, out=glob)
-        return out
 
     def _info(self) -> dict:
         sim = self.sim

@@ -3,7 +3,9 @@
 Jobs keep the (p, w) they asked for; the policy only chooses where each task goes (DLTAP's and the
 Kubernetes scheduler's problem). Tasks are offered job by job in arrival order, workers before PS
 (the order DLTAP places them). Deferring a task skips it until the next decision point.
-Action: Discrete(max_nodes + 1), index max_nodes = defer.
+Action: Discrete(max_nodes + 1), index max_nodes = defer. With `work_conserving=True` defer is
+allowed only when the task fits on no node, as in the Kubernetes scheduler; without it a policy
+can hold jobs back (and, rewarded on traffic alone, learns to never start them).
 """
 
 from __future__ import annotations
@@ -11,16 +13,20 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from ..api import Decision
 from ..placers import Capacity
 from .core import ClusterEnv
 
 
 class PlacementEnv(ClusterEnv):
-    def __init__(self, scenario="default", **kw):
+    def __init__(self, scenario="default", work_conserving: bool = False, **kw):
         super().__init__(scenario, **kw)
+        self.work_conserving = bool(self._config_extra.pop("work_conserving", work_conserving))
         self.action_space = spaces.Discrete(self.max_nodes + 1)
         self.defer = self.max_nodes
+
+    @staticmethod
+    def _extra_kwargs() -> tuple[str, ...]:
+        return ("work_conserving",)
 
     def _begin_round(self) -> None:
         self._queue = [
@@ -46,13 +52,13 @@ class PlacementEnv(ClusterEnv):
     def _act(self, a: int) -> None:
         _, tid = self._queue.pop()
         if a != self.defer:
-            self.sim.apply(Decision(place={tid: a}))
+            self.sim.place_one(tid, a)
 
     def _compute_masks(self) -> np.ndarray:
         mask = np.zeros(self.action_space.n, dtype=bool)
-        mask[self.defer] = True
         job, role = self._focal()
         if job is not None:
             d = job.model.ps if role == "ps" else job.model.worker
             mask[: self.cluster.n_nodes] = Capacity.of_sim(self.sim).fits(d)
+        mask[self.defer] = not (self.work_conserving and mask.any())
         return mask
