@@ -47,6 +47,12 @@ class Capacity:
             & (self.gpu >= d.gpu)
         )
 
+    def fits_many(self, demands: list[Demand]) -> np.ndarray:
+        """`fits` for several demands at once: a (len(demands), nodes) boolean array."""
+        need = np.array([(d.cpu, d.mem_gb, d.bw_MBps * 1e6, d.gpu) for d in demands], dtype=float)
+        free = np.stack([self.cpu + 1e-9, self.mem + 1e-9, self.bw + 1e-3, self.gpu.astype(float)])
+        return (free[None, :, :] >= need[:, :, None]).all(axis=1)
+
     def take(self, node: int, d: Demand, sign: int = 1) -> None:
         self.cpu[node] -= sign * d.cpu
         self.mem[node] -= sign * d.mem_gb

@@ -43,13 +43,21 @@ class _ProposalEnv(ClusterEnv):
         self._cap.take(node, d)
         self._added.setdefault(job.job_id, {"ps": [], "worker": []})[role].append(node)
 
-    def _role_ok(self, job, role: str) -> np.ndarray:
-        """Nodes where one more task of this role fits the round's remaining capacity."""
-        added = self._added.get(job.job_id, {"ps": [], "worker": []})
-        p, w = self._base(job)
-        if p + w + len(added["ps"]) + len(added["worker"]) >= self.max_tasks_per_job:
-            return np.zeros(self.cluster.n_nodes, dtype=bool)
-        return self._cap.fits(job.model.ps if role == "ps" else job.model.worker)
+    def _fits(self) -> np.ndarray:
+        """(slots, 2 roles, nodes): where one more PS / worker of each slot's job fits the round's
+        remaining capacity, within the per-job task cap."""
+        slots = self.slots()
+        ok = np.zeros((len(slots), 2, self.cluster.n_nodes), dtype=bool)
+        if not slots:
+            return ok
+        demands = [d for j in slots for d in (j.model.ps, j.model.worker)]
+        ok[:] = self._cap.fits_many(demands).reshape(len(slots), 2, -1)
+        for i, job in enumerate(slots):
+            added = self._added.get(job.job_id)
+            p, w = self._base(job)
+            if added and p + w + len(added["ps"]) + len(added["worker"]) >= self.max_tasks_per_job:
+                ok[i] = False
+        return ok
 
     def _end_round(self) -> Decision:
         d = Decision()
@@ -104,9 +112,8 @@ class AllocationEnv(_ProposalEnv):
         mask[-1] = True
         if self._ended:
             return mask
-        for i, job in enumerate(self.slots()):
-            for r, role in enumerate(ROLES):
-                mask[2 * i + r] = bool(self._role_ok(job, role).any())
+        fits = self._fits().any(axis=2)
+        mask[: fits.size] = fits.ravel()
         return mask
 
 
@@ -128,9 +135,7 @@ class JointEnv(_ProposalEnv):
         mask[-1] = True
         if self._ended:
             return mask
-        n = self.cluster.n_nodes
-        for i, job in enumerate(self.slots()):
-            for r, role in enumerate(ROLES):
-                start = (2 * i + r) * self.max_nodes
-                mask[start : start + n] = self._role_ok(job, role)
+        fits = self._fits()
+        view = mask[:-1].reshape(self.max_jobs, 2, self.max_nodes)
+        view[: len(fits), :, : self.cluster.n_nodes] = fits
         return mask
