@@ -34,23 +34,23 @@ class JobSpec:
 
 
 def convergence_epoch(spec: ModelSpec, epoch_scale: float = 1.0) -> int:
-    """First epoch k whose true loss improves on epoch k-1 by less than rel_delta, within budget.
+    """The epoch at which a job of this model converges, within its budget.
 
-    With l(k) = 1/(b0 k + b1) + b2 the relative improvement decreases monotonically in k, so a
-    bisection finds k exactly. `epoch_scale` stretches the curve (b0 / scale) for per-job variety.
+    The model converges at K, the first epoch whose true loss improves on the previous one by less
+    than rel_delta (with l(k) = 1/(b0 k + b1) + b2 the improvement falls monotonically, so bisection
+    finds K exactly). A job with `epoch_scale` s follows the curve stretched in epochs,
+    l(k / s), and so converges at round(s K), between 1 and the budget. (Stretching b0 alone would
+    not do: under a relative-improvement rule a slower curve can converge sooner.)
     """
     c = spec.loss
-    b0 = c.b0 / epoch_scale
 
     def loss(k: float) -> float:
-        return 1.0 / (b0 * k + c.b1) + c.b2
+        return 1.0 / (c.b0 * k + c.b1) + c.b2
 
     def improved_little(k: int) -> bool:
         return (loss(k - 1) - loss(k)) / loss(k - 1) < spec.convergence.rel_delta
 
     hi = spec.convergence.max_epochs
-    if not improved_little(hi):
-        return hi
     lo = 1
     while lo < hi:
         mid = (lo + hi) // 2
@@ -58,7 +58,7 @@ def convergence_epoch(spec: ModelSpec, epoch_scale: float = 1.0) -> int:
             hi = mid
         else:
             lo = mid + 1
-    return lo
+    return min(max(round(lo * epoch_scale), 1), spec.convergence.max_epochs)
 
 
 @dataclass(eq=False)

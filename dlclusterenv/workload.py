@@ -4,8 +4,10 @@ A scenario YAML (configs/scenarios/*.yaml) names a cluster and a workload. Job g
 function of the scenario and the seed, so every policy sees the same jobs, arrival times and noise
 for a given seed. Trace replay maps each trace job to a PS/worker job: GPUs -> workers, PS =
 ceil(workers / ps_ratio), and a model drawn from the scenario's model mix by a seeded rule — the
-model (and with it the convergence point) is synthetic and every such job says so in
-`JobSpec.synthetic`.
+model is synthetic and every such job says so in `JobSpec.synthetic`. The trace's duration is kept
+as the job's size: its convergence curve is stretched (epoch_scale) so that it converges after about
+duration / ideal epoch time epochs (the epoch time of its (p, w) with no contention or network
+cost), capped by the model's epoch budget.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pydantic import Field, model_validator
 
 from .cluster import Cluster, build_cluster
 from .config import CONFIG_DIR, ConfigError, ModelZoo, _Strict, load_zoo, read_yaml, resolve, validate
-from .jobs import JobSpec
+from .jobs import JobSpec, convergence_epoch
 
 
 class FixedJob(_Strict):
@@ -142,19 +144,22 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
         if w.kind == "uniform":
             arrivals = np.sort(rng.uniform(0.0, w.window_s, w.num_jobs))
             gpus = [None] * w.num_jobs
+            durations = [None] * w.num_jobs
             synthetic: tuple[str, ...] = ()
             ids = [f"j{i}" for i in range(w.num_jobs)]
         elif w.kind == "poisson":
             arrivals = np.cumsum(rng.exponential(1.0 / w.rate_per_s, w.num_jobs))
             gpus = [None] * w.num_jobs
+            durations = [None] * w.num_jobs
             synthetic = ()
             ids = [f"j{i}" for i in range(w.num_jobs)]
         else:
             from .traces import load_philly_csv
 
             t = w.trace
+            path = Path(t.path)
             trace = load_philly_csv(
-                Path(t.path),
+                path if path.is_absolute() else CONFIG_DIR.parent / path,
                 vc=t.vc,
                 start=t.start,
                 end=t.end,
@@ -164,17 +169,20 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
             )
             arrivals = np.array([j.submit_s for j in trace.jobs])
             gpus = [j.num_gpus for j in trace.jobs]
+            durations = [j.duration_s for j in trace.jobs]
             ids = [j.job_id for j in trace.jobs]
             synthetic = ("model", "num_ps", "epoch_scale", "shard_nodes")
-        for i, (jid, at, g) in enumerate(zip(ids, arrivals, gpus)):
+        for i, (jid, at, g, dur) in enumerate(zip(ids, arrivals, gpus, durations)):
             name = names[int(rng.choice(len(names), p=probs))]
             m = zoo.models[name]
             if g is None:
                 nw = _pick(rng, w.num_workers, m.default_workers)
                 nps = _pick(rng, w.num_ps, m.default_ps)
+                scale = float(rng.uniform(*w.epoch_scale))
             else:
                 nw = int(g)
                 nps = max(1, math.ceil(nw / w.ps_ratio))
+                scale = _scale_for_duration(m, nps, nw, float(dur))
             specs.append(
                 JobSpec(
                     job_id=jid,
@@ -183,13 +191,22 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
                     num_ps=nps,
                     num_workers=nw,
                     shard_nodes=shards(),
-                    epoch_scale=float(rng.uniform(*w.epoch_scale)),
+                    epoch_scale=scale,
                     user=f"u{i % w.users}",
                     synthetic=synthetic,
                 )
             )
     _check_fits(specs, cluster, zoo, where)
     return specs
+
+
+def _scale_for_duration(m, p: int, w: int, duration_s: float) -> float:
+    """epoch_scale that makes the job converge after about duration / ideal epoch time epochs."""
+    step = m.step_compute_s / w + m.step_overhead_s + m.ps_update_s * w / p if m.sync else (
+        (m.step_compute_s + m.step_overhead_s + m.ps_update_s / p) / w
+    )
+    target = min(max(duration_s / (step * m.steps_per_epoch), 1.0), m.convergence.max_epochs)
+    return target / convergence_epoch(m)
 
 
 def _check_fits(specs: list[JobSpec], cluster: Cluster, zoo: ModelZoo, where: str) -> None:
