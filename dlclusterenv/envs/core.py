@@ -12,7 +12,6 @@ Invalid actions follow one rule: an action outside `action_masks()` is a no-op t
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -136,7 +135,7 @@ class ClusterEnv(gym.Env):
             raise RuntimeError("call reset() before step()")
         self.steps += 1
         a = int(action)
-        valid = 0 <= a < self.action_space.n and bool(self.action_masks()[a])
+        valid = 0 <= a < self.action_space.n and bool(self._valid(a))
         reward = 0.0
         if valid:
             self._act(a)
@@ -175,12 +174,16 @@ class ClusterEnv(gym.Env):
     def _end_round(self) -> Decision:
         return Decision()
 
+    def _valid(self, a: int) -> bool:
+        if self._mask is None:
+            self._mask = self._compute_masks()
+        return self._mask[a]
+
     def action_masks(self) -> np.ndarray:
         """Valid actions now (for sb3-contrib's MaskablePPO); computed once per state."""
         if self._mask is None:
             self._mask = self._compute_masks()
-            self._mask.setflags(write=False)  # cached: callers must not edit it
-        return self._mask
+        return self._mask.copy()  # the cache stays private to the env
 
     def _focal(self) -> tuple[Job | None, str | None]:
         return None, None
@@ -286,7 +289,7 @@ class ClusterEnv(gym.Env):
             "decision_index": self.decision_index,
             "jobs_active": len(sim.active_jobs()),
             "jobs_done": len(sim.jobs) - len(sim.active_jobs()),
-            "action_mask": self.action_masks().copy(),
+            "action_mask": self.action_masks(),
         }
 
     # ------------------------------------------------------------------ render
