@@ -240,24 +240,26 @@ class ClusterEnv(gym.Env):
                 d.gpu,
                 slot / self.max_jobs,
             )
-        jobs = np.zeros((self.max_jobs, JOB_F), np.float32)
         now, scale = sim.now, self.time_scale_s
-        for i, j in enumerate(slots):
+        rows = []
+        for j in slots:
             m = j.model
             loss = j.obs_loss
-            ratio = loss[-1][1] / loss[0][1] if loss and loss[0][1] > 0 else 1.0
-            jobs[i] = (
+            rows.append((
                 1.0,
                 j.status == "running",
                 j.num_ps / 16,
                 j.num_workers / 32,
                 j.steps_done / (m.steps_per_epoch * m.convergence.max_epochs),
-                1.0 - math.exp(-(now - j.spec.arrival_s) / scale),
-                ratio,
+                1.0 - math.exp((j.spec.arrival_s - now) / scale),
+                loss[-1][1] / loss[0][1] if loss and loss[0][1] > 0 else 1.0,
                 m.worker.gpu,
                 math.log10(m.param_bytes) / 12,
                 j.n_placed / max(len(j.tasks), 1),
-            )
+            ))
+        jobs = np.zeros((self.max_jobs, JOB_F), np.float32)
+        if rows:
+            jobs[: len(rows)] = rows
         job_mask = self._slot_masks[len(slots)]
         n_running = sum(1 for j in sim.active_jobs() if j.status == "running")
         n_pending = len(sim.active_jobs()) - n_running
@@ -271,8 +273,8 @@ class ClusterEnv(gym.Env):
             ),
             np.float32,
         )
-        np.clip(jobs, 0.0, 1.0, out=jobs)  # node features are fractions by construction
-        np.clip(glob, 0.0, 1.0, out=glob)
+        np.minimum(jobs, 1.0, out=jobs)  # all features are >= 0; nodes' are fractions already
+        np.minimum(glob, 1.0, out=glob)
         return {
             "nodes": nodes,
             "node_mask": self._node_mask.copy(),
