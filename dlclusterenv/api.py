@@ -37,6 +37,8 @@ class Decision:
       placement resumes the job after a restore.
     - cpu_limits: task id -> soft limit as a fraction of its node's cores (FlowCon); 1.0 = none.
     - gpu_mode: "node/gN" -> "pack" or "timeslice" for workers that share that GPU.
+    - wake_at: ask for an extra decision point at this time (e.g. when a job will cross a
+      Tiresias queue threshold); the earliest pending request wins.
     """
 
     allocate: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -44,9 +46,13 @@ class Decision:
     preempt: list[str] = field(default_factory=list)
     cpu_limits: dict[str, float] = field(default_factory=dict)
     gpu_mode: dict[str, str] = field(default_factory=dict)
+    wake_at: float | None = None
 
     def empty(self) -> bool:
-        return not (self.allocate or self.place or self.preempt or self.cpu_limits or self.gpu_mode)
+        return not (
+            self.allocate or self.place or self.preempt or self.cpu_limits or self.gpu_mode
+            or self.wake_at is not None
+        )
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,7 @@ class Simulator:
         self.free_gpus = c.gpus.copy()  # unoccupied GPUs per node
         self._active: list[Job] = []
         self._rates: Rates | None = None
+        self._wakes: list[float] = []  # decision points schedulers asked for
         self.totals = Totals()
         self.done = False
         self._arrive_due()
@@ -195,6 +196,9 @@ class Simulator:
         """Validate the whole decision, then apply it; on error nothing has changed."""
         if d.empty():
             return
+        if d.wake_at is not None:
+            if not isinstance(d.wake_at, (int, float)) or math.isnan(d.wake_at):
+                raise DecisionError(f"wake_at: must be a time in seconds, got {d.wake_at!r}")
         c = self.cluster
         # -- validate preempt and allocate
         preempt = []
@@ -354,6 +358,8 @@ class Simulator:
             job.touch()
         for g, mode in modes.items():
             self.gpu_mode[g] = mode
+        if d.wake_at is not None and d.wake_at > self.now + EPS:
+            self._wakes.append(float(d.wake_at))
         for job in touched.values():
             self._update_status(job)
         if touched or d.cpu_limits or modes:
@@ -489,7 +495,9 @@ class Simulator:
                 if self._next_arrival < len(self.specs)
                 else math.inf
             )
-            t_next = min(t_arr, self._next_tick() if self._active else math.inf, self.horizon_s)
+            self._wakes = [w for w in self._wakes if w > self.now + EPS]
+            t_wake = min(self._wakes, default=math.inf) if self._active else math.inf
+            t_next = min(t_arr, self._next_tick() if self._active else math.inf, t_wake, self.horizon_s)
             t_internal = math.inf
             for job in self._active:
                 if job.status != RUNNING:
