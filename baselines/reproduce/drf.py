@@ -9,8 +9,8 @@ from fractions import Fraction
 
 from dlclusterenv import make_sim
 
-from . import Claim
 from ..drf import DRF
+from . import Claim
 
 
 def _frac(x: float) -> str:

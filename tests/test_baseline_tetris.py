@@ -1,0 +1,93 @@
+"""Tetris (Grandl et al. SIGCOMM'14, Optimus' comparator): the alignment score picks the node whose
+free resources match the task's shape, the remaining-work term puts less work first, the fairness
+knob keeps the jobs furthest below their share, and the default scenario through both doors."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from helpers import make_cluster, make_zoo, model_dict
+
+import baselines
+import dlclusterenv
+from baselines.tetris import Tetris, _remaining_work
+from dlclusterenv import Decision
+from dlclusterenv.adapter import SchedulerAdapter
+from dlclusterenv.jobs import JobSpec
+from dlclusterenv.sim import Simulator
+
+
+def shaped(ps: tuple[float, float], worker: tuple[float, float], **kw) -> dict:
+    return model_dict(
+        ps={"cpu": ps[0], "mem_gb": ps[1]}, worker={"cpu": worker[0], "mem_gb": worker[1]}, **kw
+    )
+
+
+def test_alignment_picks_the_matching_node():
+    """Two 10-CPU / 10-GB nodes: node 0 has memory used (free <9 CPU, 2.5 GB>, load 0.75), node 1
+    CPU used (free <3.5 CPU, 9 GB>, load 0.65). A CPU-heavy job (<2 CPU, 0.5 GB> tasks) aligns with
+    node 0: 0.2*0.9 + 0.05*0.25 = 0.1925 against 0.2*0.35 + 0.05*0.9 = 0.115, so both its tasks go
+    there, while load balancing (FIFO's spread) would pick the less loaded node 1."""
+    cluster = make_cluster(nodes_per_rack=2, cpus=10, memory_gb=10)
+    zoo = make_zoo(
+        MEM=shaped((0.5, 3.5), (0.5, 4.0)), CPU=shaped((3.0, 0.5), (3.5, 0.5)),
+        T=shaped((2.0, 0.5), (2.0, 0.5)),
+    )
+    jobs = [JobSpec("mem", "MEM", 0.0, 1, 1), JobSpec("cpu", "CPU", 0.0, 1, 1),
+            JobSpec("t", "T", 0.0, 1, 1)]
+    sim = Simulator(cluster, jobs, zoo, seed=0)
+    sim.apply(Decision(place={"mem/ps0": 0, "mem/w0": 0, "cpu/ps0": 1, "cpu/w0": 1}))
+    view = sim.view()
+    assert list(view.free_cpu) == [9.0, 3.5] and list(view.free_mem) == [2.5, 9.0]
+    assert Tetris().decide(view).place == {"t/w0": 0, "t/ps0": 0}
+    assert baselines.make("fifo").decide(view).place["t/w0"] == 1
+
+
+def test_remaining_work_term_puts_less_work_first():
+    """One node, 4 CPU / 4 GB, tasks <1 CPU, 1 GB>: a 4-task job arrived first, a 2-task job
+    second, only one can run. With the remaining-work term (m = 1) the smaller job goes first and
+    the big one, left with 2 of its 4 tasks, waits; pure packing (m = 0) keeps arrival order."""
+    cluster = make_cluster(nodes_per_rack=1, cpus=4, memory_gb=4)
+    zoo = make_zoo(U=shaped((1.0, 1.0), (1.0, 1.0)))
+    sim = Simulator(cluster, [JobSpec("big", "U", 0.0, 1, 3), JobSpec("small", "U", 0.0, 1, 1)],
+                    zoo, seed=0)
+    view = sim.view()
+    assert Tetris(m=1.0).decide(view).place == {"small/w0": 0, "small/ps0": 0}
+    assert set(Tetris(m=0.0).decide(view).place) == {"big/w0", "big/w1", "big/w2", "big/ps0"}
+
+
+def test_remaining_work_from_observed_progress():
+    """W = (1 - steps done / epoch budget) x the job's tasks as cluster fractions: one job with
+    <1 CPU, 1 GB> PS and worker on 4 CPU / 4 GB has size 2 * (1/4 + 1/4) = 1; after 100 s at
+    1 / 0.3 steps/s of a 100-epoch x 1,000-step budget, W = 1 - 333.3 / 100,000."""
+    cluster = make_cluster(nodes_per_rack=1, cpus=4, memory_gb=4)
+    zoo = make_zoo(U=shaped((1.0, 1.0), (1.0, 1.0), steps_per_epoch=1000))
+    sim = Simulator(cluster, [JobSpec("j", "U", 0.0, 1, 1)], zoo, seed=0, tick_s=100)
+    totals = np.array([4.0, 4.0, 0.0, 1250e6])
+    assert _remaining_work(sim.view().job("j"), totals) == pytest.approx(1.0)
+    sim.decide(Tetris())
+    sim.advance()
+    job = sim.view().job("j")
+    assert sim.now == 100 and job.steps_done == pytest.approx(100 / 0.3)
+    assert _remaining_work(job, totals) == pytest.approx(1.0 - (100 / 0.3) / 100_000)
+
+
+def test_fairness_knob_keeps_jobs_furthest_below_their_share():
+    """f = 0.5 over four jobs keeps the ceil(0.5 * 4) = 2 with the lowest dominant share."""
+    held = {"a": np.array([3.0, 0, 0, 0]), "b": np.array([0, 1.0, 0, 0]),
+            "c": np.zeros(4), "d": np.array([2.0, 0, 0, 0])}
+    totals = np.array([10.0, 10.0, 0.0, 1.0])
+    order = {"a": 0, "b": 1, "c": 2, "d": 3}
+    assert Tetris(fairness=0.5)._fairest(set(held), held, totals, order) == {"c", "b"}
+    assert Tetris(fairness=0.9)._fairest(set(held), held, totals, order) == {"c"}
+    assert Tetris()._fairest(set(held), held, totals, order) == set(held)
+    with pytest.raises(ValueError, match="fairness"):
+        Tetris(fairness=1.0)
+
+
+def test_default_scenario_both_front_doors():
+    direct = dlclusterenv.make_sim("default", 0).run(baselines.make("tetris")).summary()
+    assert direct["jobs_finished"] == 60 and direct["jobs_unfinished"] == 0
+    env = gym.make("DLClusterJoint-v0", scenario="default", max_jobs=64)
+    assert SchedulerAdapter(env, baselines.make("tetris")).run(0).summary() == direct
