@@ -3,7 +3,7 @@ cross-node traffic in the default scenario (issue #2; at most 10 minutes on 2 co
 
     python benchmarks/learnability.py [--timesteps 60000] [--eval-seeds 3]
 
-Reward: minus cross-node GB. The env is work-conserving (defer only when a task fits nowhere), so
+Reward: minus cross-node GB, scaled by 1e-4 so returns are O(100). The env is work-conserving (defer only when a task fits nowhere), so
 the policy cannot cut traffic by never starting jobs — an earlier run without that learned exactly
 this. Evaluation on held-out seeds (1000+); both policies only ever take
 actions their masks allow; the random policy picks uniformly among them. Prints both figures.
@@ -21,7 +21,7 @@ from sb3_contrib import MaskablePPO
 import dlclusterenv  # noqa: F401  (registers the envs)
 
 ENV = "DLClusterPlace-v0"
-KW = {"scenario": "default", "reward": "traffic", "work_conserving": True}
+KW = {"scenario": "default", "reward": {"traffic": 1e-4}, "work_conserving": True}
 
 
 def episode(env, act) -> dict:

@@ -90,6 +90,7 @@ class Job:
     obs_loss: list[tuple[int, float]] = field(default_factory=list)
     obs_speed: dict[tuple[int, int], float] = field(default_factory=dict)
     _speed_time: dict[tuple[int, int], float] = field(default_factory=dict)
+    _bias: dict[tuple[int, int], float] = field(default_factory=dict)
     last_speed: float = 0.0  # measured over the most recent interval it ran
     attained_gpu_s: float = 0.0
     run_s: float = 0.0
@@ -148,11 +149,18 @@ class Job:
         self.share = None
 
     def observe(self, t0_steps: float, speed: float, dt: float) -> None:
-        """Record what a real cluster would show after running `dt` seconds at `speed`."""
+        """Record what a real cluster would show after running `dt` seconds at `speed`.
+
+        Speeds are measured with a 2% error that is fixed per (p, w) configuration (drawn when it
+        first runs), as a profiler's bias; loss points get the model's relative noise per epoch.
+        """
         if dt <= 0 or speed <= 0:
             return
         key = (self.num_ps, self.num_workers)
-        measured = speed * (1.0 + 0.02 * float(self.rng.standard_normal()))
+        bias = self._bias.get(key)
+        if bias is None:
+            bias = self._bias[key] = 1.0 + 0.02 * float(self.rng.standard_normal())
+        measured = speed * bias
         self.last_speed = measured
         w = self._speed_time.get(key, 0.0)
         prev = self.obs_speed.get(key, 0.0)
