@@ -4,14 +4,39 @@ from __future__ import annotations
 
 from dlclusterenv.api import Scheduler
 
+from .d2s import D2S
+from .dltap import DLTAP
 from .drf import DRF
+from .fair import FAIR
 from .fifo import FIFO
+from .flowcon import FlowCon
+from .gandiva import Gandiva
+from .k8s_default import K8sDefault
+from .na import NA
+from .optimus import Optimus, OptimusOracle
+from .otea import OTEA
 from .random_policy import RandomPlacement
+from .srtf import SRTFOracle
+from .tetris import Tetris
+from .tiresias import Tiresias
 
 REGISTRY: dict[str, type[Scheduler]] = {
+    "d2s": D2S,
+    "dltap": DLTAP,
     "drf": DRF,
+    "fair": FAIR,
     "fifo": FIFO,
+    "flowcon": FlowCon,
+    "gandiva": Gandiva,
+    "k8s-default": K8sDefault,
+    "na": NA,
+    "optimus": Optimus,
+    "optimus-oracle": OptimusOracle,
+    "otea": OTEA,
     "random": RandomPlacement,
+    "srtf-oracle": SRTFOracle,
+    "tetris": Tetris,
+    "tiresias": Tiresias,
 }
 
 

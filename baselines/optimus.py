@@ -4,88 +4,84 @@ Seed 002 ("Optimus", lecture 10) gives the allocation heuristic and the placemen
 003 (reading notes) the convergence and speed models and the public code in outline
 (pengyanghua/optimus @8d46148, scheduler/optimus_scheduler.py and estimator.py, cited as [code]).
 
-Per job, every scheduling interval:
 1. Convergence model, seed 003: l(k) = 1/(b0*k + b1) + b2 fitted to the job's *observed* loss
-   points (non-negative parameters, later points weighted more: three segments with sigma divided by
-   4 per segment, as [code] estimator._loss_curve_fitting). The job converges at the first epoch
-   whose fitted loss improves on the previous one by less than the owner's threshold (the
-   simulator's `convergence.rel_delta`, read from configs/models.yaml: the view does not carry it),
-   capped at the epoch budget. Remaining work Q_j is in *steps* (epochs x steps_per_epoch - steps
-   done), and speeds are in steps/s, so Q_j / f is seconds ([code] divides remaining *epochs* by
-   steps/s; not copied).
+   points (non-negative parameters, later points weighted more: three segments, sigma divided by 4
+   per segment, as [code] _loss_curve_fitting). The job converges at the first epoch whose fitted
+   loss improves on the previous one by less than the owner's threshold (JobView.rel_delta, the
+   job's stopping rule), within the epoch budget ([code] instead waits for a fitted change below 0.05 over 10 epochs; the owner's
+   threshold is the simulator's definition of convergence). Remaining work Q_j is in *steps* (that
+   epoch x steps_per_epoch - steps done) and speeds in steps/s, so Q_j / f is seconds ([code]
+   divides remaining *epochs* by steps/s).
 2. Speed model, seed 003: sync 1/f = t0*M/w + t1 + t2*w/p + t3*w + t4*p, async w/f = t0 + t1*w/p +
-   t2*w + t3*p, both linear in non-negative t, fitted by scipy.optimize.nnls to the speeds measured
-   so far (JobView.observed_speed), rows scaled by 1/y so residuals are relative. M, the global
-   batch, is fixed per job, so t0*M is one coefficient.
-3. Allocation, seed 002 "Marginal Gain based Heuristic": every job gets 1 PS + 1 worker (arrival
-   order, while resources last); then repeatedly the job with the largest marginal gain, the
-   reduction of Q_j / f per unit of the dominant resource's *share of cluster capacity*, gets one PS
-   or one worker, whichever gains more, until resources run out or no gain is positive ([code]
-   divides by the raw amount of the dominant resource; not copied).
-4. Placement, seed 002 Fig. 10: each job on the fewest servers with the same number of PS and of
-   workers on each ([code] __place: round robin over the k candidate servers, k = 1, 2, ...).
+   t2*w + t3*p, linear in t >= 0, fitted by scipy.optimize.nnls to the speeds measured so far
+   (JobView.observed_speed), rows scaled by 1/y so residuals are relative. The global batch M is
+   fixed per job, so t0*M is one coefficient.
+3. Allocation, seed 002 "Marginal Gain based Heuristic": every job first gets 1 PS + 1 worker
+   (arrival order, while they fit); then repeatedly the job with the largest marginal gain, the
+   cut in Q_j / f per unit of the added task's dominant resource *share of cluster capacity*, gets
+   one PS or one worker, whichever gains more, until nothing more fits or no gain is positive
+   ([code] divides by the raw amount of the dominant resource).
+4. Placement, seed 002 Fig. 10: a job on the fewest servers with the same number of PS and of
+   workers on each ([code] __place: PS i and worker i on candidate i mod k, k = 1, 2, ...).
 
 Choices where the sources leave room:
 - Identifiable speed samples. A job measures only the (p, w) it ran. The paper profiles each new job
-  on a few (p, w) before scheduling it; [code] test_speed profiles p = w only, which makes t1 and t2
-  (and t3 and t4) collinear, so the sync model is not identifiable (not copied). Here profiling is
-  emulated in production, honestly: samples of jobs of the same model are pooled (as [code]
-  test_speed reuses speed points of jobs of the same workload), and while a model's pooled samples
-  do not have full rank, each of its jobs runs the next untried configuration of PROFILE_DESIGN
-  (distinct p != w shapes; the first five have full rank for both models) for an interval instead
-  of taking part in the greedy (as [code] leaves jobs without an estimate at 1 PS + 1 worker).
-  Predictions use the job's own measured speed for a (p, w) it ran, else the pooled measurement,
-  else the fit ([code] est_speed: "use the real one if already exists").
-- Before 3 loss points the job is assumed to need 20 more epochs ([code] __update_util_queue's
-  fallback "job.progress + 20"), within its epoch budget. A fitted convergence epoch at or below the
-  epochs done (the job is still running, so it has not converged) counts as the next epoch.
-- Jobs at their beginning (fewer than `early_epochs` observed loss points, large prediction error)
-  have their marginal gain multiplied by `early_factor` (0.95, seed 002 "Sensitivity to Prediction
-  Error"); 1.0 turns it off.
-- "Until resources run out": an increment that does not fit the cluster's remaining capacity is
-  replaced by the job's other increment if that gains and fits, else the job stops growing and the
-  others go on ([code] stops the whole round at the first increment that does not fit).
-- Resources are checked in aggregate (CPU, memory, bandwidth, GPUs) during allocation, per node
-  during placement. Placement tries k = 1, 2, ... servers, ordered by most free GPUs (jobs with GPU
-  workers), then CPU and memory ([code] orders by free CPU, since its servers are all alike; on a
-  cluster with CPU-only servers that order would put workers where they cannot run). Jobs are
-  placed in order of increasing p + w ([code]). A job that fits on no k servers falls back to [code]'s
-  partial placement: PS and workers alternately, each on the job's servers first, else the server
-  with the most free, keeping what fits (at least 1 PS and 1 worker) and lowering (p, w) to it.
-  Every attempt works on a copy of the free capacity and is committed only when it succeeds, so a
-  failed attempt leaves nothing taken ([code] leaks the workers of an attempt whose PS did not fit,
-  and checks GPUs against BW_PER_NODE; neither copied).
-- Decision points. Optimus reallocates every `interval_s` (600 s, [code] params.TS_INTERVAL, seed
-  002 "~10 mins"): at the first decision point of each interval all active jobs are reallocated from
-  1 PS + 1 worker. Jobs whose (p, w) is unchanged keep their tasks where they are (moving them would
-  cost a checkpoint for nothing; [code] restarts every job each slot); jobs whose (p, w) changed are
-  resized (one checkpoint in the engine) and placed afresh; jobs that get nothing or cannot be placed
-  wait (a running one is preempted, keeping its progress, as [code] leaves it pending). At arrivals
-  and completions in between, running jobs are left alone and only the pending jobs are allocated,
-  by the same heuristic, in the free resources (so a new job does not idle up to 10 minutes and
-  freed resources are reused at once, without resizing anyone between intervals).
+  on a few (p, w) before scheduling it; [code] test_speed profiles p = w only, where w/p is constant
+  and p equals w, so the sync model cannot be identified (not copied). Here profiling is emulated
+  in production: samples of jobs of the same model are pooled ([code] test_speed reuses the speed
+  points of jobs of the same workload), and while a model's pooled samples lack full rank its jobs
+  do not take part in the greedy ([code] leaves jobs without an estimate at 1 PS + 1 worker) but
+  each runs, for an interval, the first shape of PROFILE_DESIGN that no job of its model has run or
+  been given this round, where it fits. A prediction is the job's own measured speed for a (p, w)
+  it ran, else the pooled measurement, else the fit ([code] est_speed: "use the real one").
+- Before 3 loss points a job is taken to need 20 more epochs ([code]: "job.progress + 20"), within
+  its budget. A fitted end at or before the epochs done counts as the next epoch (it still runs).
+- Jobs at their beginning (fewer than `early_epochs` = 5 loss points) have their marginal gain
+  multiplied by `early_factor` (0.95, seed 002 "Sensitivity to Prediction Error"); 1.0 turns it off.
+- "Until some resource is used up" is read per node: an increment counts as fitting only if the
+  job's new (p, w) can be placed, so allocation and placement are done together (each increment
+  re-places the job by step 4, else adds the task to its current layout: on its servers first,
+  else the server with the most free). [code] allocates in cluster-wide totals and places after,
+  shrinking jobs that then do not fit; on Optimus' own testbed, where only 6 of 13 servers have
+  GPUs, totals promise workers the GPU servers' memory that PS already hold. An increment that
+  does not fit gives way to the job's other increment, else the job stops growing while the others
+  go on ([code] ends the round at the first increment that does not fit).
+- Candidate servers: the job's current ones first, then most free GPUs (for GPU workers), CPU,
+  memory ([code] orders by free CPU only: its servers are alike; here CPU-only servers would come
+  first and fail every worker). Every trial works on a copy of the free capacity and is committed
+  only on success ([code] leaks the workers of a trial whose PS did not fit, and checks GPUs
+  against BW_PER_NODE; neither copied).
+- Decision points: Optimus reallocates every `interval_s` (600 s, [code] TS_INTERVAL; seed 002 "~10
+  mins"): at the first decision point of an interval every active job is reallocated from 1 PS + 1
+  worker. A job left with its (p, w) and servers is not touched ([code] restarts every job each
+  slot); a changed job is resized or moved (one checkpoint in the engine); a running job that gets
+  nothing is preempted (progress kept), as [code] leaves it pending. At arrivals and completions in
+  between, running jobs are left alone and only pending jobs are allocated, by the same heuristic,
+  in the free resources, so a new job does not idle until the next interval.
 - `optimus-oracle` replaces both models by the truth (view.oracle): remaining steps, and the job's
-  speed alone on an empty cluster under the placement step 4 would choose there. No profiling, no
-  early downgrade. An upper bound on what better prediction buys, not the paper's system.
+  true speed alone on the cluster under the layout the round would give it. No profiling, no early
+  downgrade. An upper bound on what better prediction buys, not the paper's system.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+import warnings
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
-from scipy.optimize import curve_fit, nnls
+from scipy.optimize import OptimizeWarning, curve_fit, nnls
 
 from dlclusterenv.api import ClusterView, Decision, JobView, Scheduler
 from dlclusterenv.cluster import Cluster
-from dlclusterenv.config import Demand, load_zoo
+from dlclusterenv.config import Demand
 from dlclusterenv.placers import Capacity
 
-# Profiling shapes, smallest first: p != w so that w/p and w, p vary independently. The first five
-# give the sync features full rank 5, the first four the async features rank 4.
+# Profiling shapes, small first, varying p and w independently (not p = w only): the first five give
+# the sync features [1/w, 1, w/p, w, p] full rank 5, the first four the async features rank 4.
 PROFILE_DESIGN = ((1, 1), (1, 2), (2, 2), (1, 4), (2, 4), (2, 1), (3, 3), (1, 3), (3, 6))
 FALLBACK_EPOCHS = 20  # [code] __update_util_queue: end_epoch = job.progress + 20 without a fit
 LOSS_SEGMENTS = 3  # [code] _loss_curve_fitting: NUM_SEGMENTS, sigma /= 4 ** segment
@@ -151,10 +147,12 @@ def fit_loss(points: tuple[tuple[int, float], ...]) -> tuple[float, float, float
     if start is None:
         return None
     try:
-        b, _ = curve_fit(
-            loss_curve, k, y, p0=np.maximum(start, 1e-6), sigma=sigma, bounds=(0.0, np.inf),
-            maxfev=2000,
-        )
+        with warnings.catch_warnings():  # the covariance is not used
+            warnings.simplefilter("ignore", OptimizeWarning)
+            b, _ = curve_fit(
+                loss_curve, k, y, p0=np.maximum(start, 1e-6), sigma=sigma, bounds=(0.0, np.inf),
+                maxfev=2000,
+            )
         if float((wt * (loss_curve(k, *b) - y) ** 2).sum()) <= best:
             return float(b[0]), float(b[1]), float(b[2])
     except (RuntimeError, ValueError):
@@ -163,25 +161,15 @@ def fit_loss(points: tuple[tuple[int, float], ...]) -> tuple[float, float, float
 
 
 def convergence_epoch(b: tuple[float, float, float], rel_delta: float, max_epochs: int) -> int:
-    """First epoch whose fitted loss improves on the previous by less than rel_delta (budget cap)."""
+    """First epoch whose fitted loss improves on the previous by less than rel_delta (or the
+    budget)."""
     k = np.arange(1, max_epochs + 1, dtype=float)
     prev, cur = loss_curve(k - 1, *b), loss_curve(k, *b)
     small = np.flatnonzero((prev - cur) / prev < rel_delta)
     return int(k[small[0]]) if len(small) else max_epochs
 
 
-@lru_cache(maxsize=None)
-def _owner_rel_delta(model: str) -> float:
-    zoo = load_zoo()
-    if model not in zoo.models:
-        raise KeyError(
-            f"Optimus: model {model!r} is not in configs/models.yaml, so its convergence threshold "
-            "is unknown; pass rel_delta= to the scheduler"
-        )
-    return zoo.models[model].convergence.rel_delta
-
-
-# ----------------------------------------------------------------------------- allocation
+# ----------------------------------------------------------------------------- resources
 def resource_vec(d: Demand) -> np.ndarray:
     """(cpu, mem GB, bandwidth B/s, GPUs): the resources Optimus' shares are taken over."""
     return np.array([d.cpu, d.mem_gb, d.bw_MBps * 1e6, d.gpu], dtype=float)
@@ -198,162 +186,224 @@ def dominant_share(d: Demand, totals: np.ndarray) -> float:
     return float((v[used] / totals[used]).max())
 
 
-@dataclass
-class AllocJob:
-    """What the allocator needs of one job; `speed(p, w)` returns steps/s or None (no estimate)."""
-
-    job_id: str
-    ps: Demand
-    worker: Demand
-    remaining: float  # Q_j, steps
-    speed: object  # callable (p, w) -> float | None
-    factor: float = 1.0  # seed 002: 0.95 at the beginning of training
-    start: tuple[int, int] = (1, 1)  # a profiling shape replaces (1, 1)
-    grow: bool = True  # False: keeps `start` (profiling, or no speed estimate)
-
-
-def marginal_gain(job: AllocJob, p: int, w: int, role: str, totals: np.ndarray) -> float:
-    """Seed 002: (Q/f(p, w) - Q/f(p', w')) / dominant share of the added task, times the factor."""
-    f0 = job.speed(p, w)
-    f1 = job.speed(p + 1, w) if role == "ps" else job.speed(p, w + 1)
-    if not f0 or not f1:
-        return -math.inf
-    share = dominant_share(job.ps if role == "ps" else job.worker, totals)
-    return job.factor * (job.remaining / f0 - job.remaining / f1) / share
-
-
-def allocate(jobs: list[AllocJob], free: np.ndarray, totals: np.ndarray) -> dict[str, tuple[int, int]]:
-    """Seed 002 "Marginal Gain based Heuristic for Resource Allocation", in aggregate resources.
-
-    `jobs` in arrival order; `free` = (cpu, mem, bw, gpu) the allocation may spend. Returns (p, w)
-    for every job that got at least 1 PS and 1 worker."""
-    free = free.astype(float).copy()
-    eps = np.array([1e-9, 1e-9, 1e-3, 1e-9])
-
-    def need(job: AllocJob, p: int, w: int) -> np.ndarray:
-        return p * resource_vec(job.ps) + w * resource_vec(job.worker)
-
-    alloc: dict[str, tuple[int, int]] = {}
-    # "First allocate one worker and one parameter server to each active job to avoid starvation"
-    for job in jobs:
-        n = need(job, 1, 1)
-        if (n <= free + eps).all():
-            free -= n
-            alloc[job.job_id] = (1, 1)
-    for job in jobs:  # profiling shapes, where they fit
-        if job.job_id in alloc and job.start != (1, 1):
-            n = need(job, *job.start) - need(job, 1, 1)
-            if (n <= free + eps).all():
-                free -= n
-                alloc[job.job_id] = job.start
-    by_id = {j.job_id: j for j in jobs}
-    order = {j.job_id: i for i, j in enumerate(jobs)}
-    heap: list[tuple[float, int, str]] = []
-
-    def push(jid: str) -> None:
-        job = by_id[jid]
-        if job.grow:
-            heapq.heappush(heap, (-best(job)[0], order[jid], jid))
-
-    def best(job: AllocJob) -> tuple[float, str]:
-        p, w = alloc[job.job_id]
-        g = {r: marginal_gain(job, p, w, r, totals) for r in ("ps", "worker")}
-        role = "ps" if g["ps"] >= g["worker"] else "worker"
-        return g[role], role
-
-    for jid in alloc:
-        push(jid)
-    # "Iteratively select the job with the largest marginal gain and add one worker or PS ...
-    # until some resource in the cluster is used up, or marginal gains of all jobs become
-    # non-positive."
-    while heap:
-        neg, _, jid = heapq.heappop(heap)
-        job = by_id[jid]
-        if -neg <= 0:
-            break  # the largest gain is not positive: so are all others
-        p, w = alloc[jid]
-        gains = {r: marginal_gain(job, p, w, r, totals) for r in ("ps", "worker")}
-        for role in sorted(gains, key=lambda r: -gains[r]):
-            if gains[role] <= 0:
-                continue
-            d = resource_vec(job.ps if role == "ps" else job.worker)
-            if (d <= free + eps).all():
-                free -= d
-                alloc[jid] = (p + 1, w) if role == "ps" else (p, w + 1)
-                push(jid)
-                break
-    return alloc
-
-
 # ----------------------------------------------------------------------------- placement
-def _node_order(cluster: Cluster, cap: Capacity, worker: Demand) -> list[int]:
-    """Servers with the most free resources first: GPUs (for GPU workers), then CPU, memory."""
-    gpu = cap.gpu if worker.gpu > 0 else np.zeros_like(cap.gpu)
-    return sorted(range(cluster.n_nodes), key=lambda n: (-gpu[n], -cap.cpu[n], -cap.mem[n], n))
+Layout = tuple[tuple[int, ...], tuple[int, ...]]  # (PS nodes, worker nodes)
 
 
 def _copy(cap: Capacity) -> Capacity:
     return Capacity(cap.cpu.copy(), cap.mem.copy(), cap.bw.copy(), cap.gpu.copy())
 
 
-def _commit(cap: Capacity, trial: Capacity) -> None:
-    cap.cpu[:], cap.mem[:], cap.bw[:], cap.gpu[:] = trial.cpu, trial.mem, trial.bw, trial.gpu
+def _charge(cap: Capacity, nodes: tuple[int, ...], d: Demand, sign: int = 1) -> None:
+    """cap.take for many tasks of one demand at once."""
+    if nodes:
+        k = np.bincount(nodes, minlength=len(cap.cpu)) * sign
+        cap.cpu -= k * d.cpu
+        cap.mem -= k * d.mem_gb
+        cap.bw -= k * d.bw_MBps * 1e6
+        cap.gpu -= k * d.gpu
+
+
+def _node_order(
+    cluster: Cluster, cap: Capacity, gpu_first: bool, prefer: tuple[int, ...] = ()
+) -> np.ndarray:
+    """The job's current servers first (those holding most of its tasks first), then the servers
+    with the most free: GPUs (when placing GPU workers), CPU, memory ([code]: least used CPU)."""
+    held = np.bincount(np.asarray(prefer, dtype=np.int64), minlength=cluster.n_nodes)
+    gpu = cap.gpu if gpu_first else np.zeros_like(cap.gpu)
+    idx = np.arange(cluster.n_nodes)
+    return np.lexsort((idx, -cap.mem, -cap.cpu, -gpu, -held))  # last key sorts first
 
 
 def place_even(
-    cluster: Cluster, cap: Capacity, ps: Demand, worker: Demand, p: int, w: int
-) -> tuple[list[int], list[int]] | None:
+    cluster: Cluster, cap: Capacity, ps: Demand, worker: Demand, p: int, w: int,
+    prefer: tuple[int, ...] = (),
+) -> Layout | None:
     """Seed 002 Fig. 10: the fewest servers, the same number of PS and of workers on each.
 
-    k = 1, 2, ... candidate servers (most free first); PS i and worker i go to server i mod k
-    ([code] __place). `cap` is charged only on success."""
-    order = _node_order(cluster, cap, worker)
-    for k in range(1, cluster.n_nodes + 1):
-        cand, trial, ok = order[:k], _copy(cap), True
-        ps_nodes = [cand[i % k] for i in range(p)]
-        w_nodes = [cand[i % k] for i in range(w)]
-        for n, d in [(n, ps) for n in ps_nodes] + [(n, worker) for n in w_nodes]:
-            if not trial.fits(d)[n]:
-                ok = False
-                break
-            trial.take(n, d)
-        if ok:
-            _commit(cap, trial)
-            return ps_nodes, w_nodes
-    return None
-
-
-def place_partial(
-    cluster: Cluster, cap: Capacity, ps: Demand, worker: Demand, p: int, w: int
-) -> tuple[list[int], list[int]] | None:
-    """[code] __place's last resort: PS and workers alternately, as many as fit (>= 1 of each);
-    each on the job's servers first, else the server with the most free. `cap` charged on success."""
-    trial = _copy(cap)
-    out: dict[str, list[int]] = {"ps": [], "w": []}
-    want = {"ps": p, "w": w}
-    dem = {"ps": ps, "w": worker}
-    open_roles = ["ps", "w"]
-    while open_roles:
-        for role in list(open_roles):
-            if len(out[role]) >= want[role]:
-                open_roles.remove(role)
-                continue
-            fit = trial.fits(dem[role])
-            mine = [n for n in out["ps"] + out["w"] if fit[n]]
-            other = [n for n in _node_order(cluster, trial, worker) if fit[n]]
-            if not mine and not other:
-                open_roles.remove(role)
-                continue
-            n = mine[0] if mine else other[0]
-            trial.take(n, dem[role])
-            out[role].append(n)
-    if not out["ps"] or not out["w"]:
+    k = 1, 2, ... candidate servers; PS i and worker i go to candidate i mod k ([code] __place).
+    `cap` is charged only on success (a failed k leaves nothing taken)."""
+    order = _node_order(cluster, cap, worker.gpu > 0, prefer)
+    n = cluster.n_nodes
+    free = np.stack([cap.cpu, cap.mem, cap.bw, cap.gpu.astype(float)])[:, order]
+    free += np.array([1e-9, 1e-9, 1e-3, 0.0])[:, None]
+    k = np.arange(1, n + 1)[:, None]  # row: k servers; column j: the j-th candidate
+    j = np.arange(n)[None, :]
+    n_ps = (p // k + (j < p % k)) * (j < k)  # candidate j holds PS j, j + k, ... (i mod k)
+    n_w = (w // k + (j < w % k)) * (j < k)
+    need = n_ps[None] * resource_vec(ps)[:, None, None]
+    need += n_w[None] * resource_vec(worker)[:, None, None]
+    ok = np.flatnonzero((need <= free[:, None, :]).all(axis=(0, 2)))
+    if not len(ok):
         return None
-    _commit(cap, trial)
-    return out["ps"], out["w"]
+    kk = int(ok[0]) + 1
+    ps_nodes = tuple(int(order[i % kk]) for i in range(p))
+    w_nodes = tuple(int(order[i % kk]) for i in range(w))
+    _charge(cap, ps_nodes, ps)
+    _charge(cap, w_nodes, worker)
+    return ps_nodes, w_nodes
+
+
+def place_task(cluster: Cluster, cap: Capacity, d: Demand, job_nodes: tuple[int, ...]) -> int:
+    """[code] __place's last resort for one task: a server of its job that fits, else the server
+    with the most free that fits (GPUs first only for a task that needs one). -1 if none."""
+    fit = cap.fits(d)
+    for n in _node_order(cluster, cap, d.gpu > 0, job_nodes):
+        if fit[n]:
+            return int(n)
+    return -1
+
+
+def layout_for(
+    cluster: Cluster, cap: Capacity, ps: Demand, worker: Demand, p: int, w: int,
+    now: Layout | None = None, prefer: tuple[int, ...] = (),
+) -> tuple[Layout, Capacity] | None:
+    """Where the job's (p, w) goes in `cap` once the layout it holds in the plan (`now`) is given
+    back: the Fig. 10 layout if it fits, else `now` plus the missing tasks one by one (workers
+    first); with the capacity left after it. None if a task fits nowhere; `cap` is not changed."""
+    trial = _copy(cap)
+    if now is not None:
+        _charge(trial, now[0], ps, -1)
+        _charge(trial, now[1], worker, -1)
+    got = place_even(cluster, trial, ps, worker, p, w, prefer)
+    if got is not None:
+        return got, trial
+    ps_nodes, w_nodes = (list(now[0][:p]), list(now[1][:w])) if now else ([], [])
+    _charge(trial, tuple(ps_nodes), ps)
+    _charge(trial, tuple(w_nodes), worker)
+    for role, d, nodes, want in (("w", worker, w_nodes, w), ("ps", ps, ps_nodes, p)):
+        while len(nodes) < want:
+            n = place_task(cluster, trial, d, tuple(ps_nodes + w_nodes) + prefer)
+            if n < 0:
+                return None
+            trial.take(n, d)
+            nodes.append(n)
+    return (tuple(ps_nodes), tuple(w_nodes)), trial
+
+
+# ----------------------------------------------------------------------------- allocation
+def marginal_gain(remaining: float, f0: float, f1: float, d: Demand, totals: np.ndarray) -> float:
+    """Seed 002: (Q/f(p, w) - Q/f(p', w')) / the added task's dominant share of the cluster
+    ([code] divides by the raw amount of the dominant resource; not copied)."""
+    if not f0 or not f1:
+        return -math.inf
+    return (remaining / f0 - remaining / f1) / dominant_share(d, totals)
+
+
+@dataclass
+class AllocJob:
+    """What the allocator needs of one job. `speed(p, w, layout)` returns steps/s, or None when
+    there is no estimate; the layout is given only when `placed_speed` (the oracle's true speed
+    depends on it, the fitted model does not)."""
+
+    job_id: str
+    ps: Demand
+    worker: Demand
+    remaining: float  # Q_j, steps
+    speed: Callable[[int, int, Layout | None], float | None]
+    factor: float = 1.0  # seed 002: 0.95 at the beginning of training
+    starts: tuple[tuple[int, int], ...] = ()  # profiling: untried shapes, the first that fits
+    grow: bool = True  # False: keeps its first allocation (profiling, or no speed estimate)
+    group: str = ""  # jobs of one group (model) pool speed samples: each profiles another shape
+    prefer: tuple[int, ...] = ()  # the servers its tasks are on now
+    placed_speed: bool = False
+
+
+def allocate(
+    jobs: list[AllocJob], cluster: Cluster, cap: Capacity, totals: np.ndarray
+) -> dict[str, Layout]:
+    """Seed 002 "Marginal Gain based Heuristic for Resource Allocation", placing as it grows.
+
+    `jobs` in arrival order; `cap` the free capacity the round may spend (charged). Every job
+    first gets 1 PS + 1 worker, then its profiling shape; then the largest gain goes first. A task
+    counts as fitting only if the job's new (p, w) can be placed (see layout_for). Returns the
+    layout of every job that got at least 1 PS and 1 worker."""
+    plan: dict[str, Layout] = {}
+
+    def layout(job: AllocJob, p: int, w: int) -> tuple[Layout, Capacity] | None:
+        return layout_for(cluster, cap, job.ps, job.worker, p, w, plan.get(job.job_id), job.prefer)
+
+    def commit(job: AllocJob, got: tuple[Layout, Capacity] | None) -> bool:
+        if got is None:
+            return False
+        plan[job.job_id] = got[0]
+        left = got[1]
+        cap.cpu[:], cap.mem[:], cap.bw[:], cap.gpu[:] = left.cpu, left.mem, left.bw, left.gpu
+        return True
+
+    # "First allocate one worker and one parameter server to each active job to avoid starvation"
+    for job in jobs:
+        commit(job, layout(job, 1, 1))
+    given: dict[str, set[tuple[int, int]]] = {}
+    for job in jobs:  # emulated profiling: the first shape that fits and no job of its group got
+        if job.job_id in plan and job.starts:
+            mine = given.setdefault(job.group, set())
+            for pw in job.starts:
+                if pw not in mine and commit(job, layout(job, *pw)):
+                    mine.add(pw)
+                    break
+
+    def options(job: AllocJob) -> list[tuple[float, tuple[int, int], object]]:
+        """(gain, (p', w'), layout or None) of +PS and +worker, larger gain first; with a
+        placement-dependent speed only the increments that can be placed."""
+        now = plan[job.job_id]
+        p, w = len(now[0]), len(now[1])
+        f0 = job.speed(p, w, now if job.placed_speed else None)
+        out = []
+        for pw, d in (((p + 1, w), job.ps), ((p, w + 1), job.worker)):
+            got = layout(job, *pw) if job.placed_speed else None
+            if job.placed_speed and got is None:
+                continue
+            f1 = job.speed(*pw, got[0] if got else None)
+            out.append((job.factor * marginal_gain(job.remaining, f0, f1, d, totals), pw, got))
+        return sorted(out, key=lambda o: -o[0])
+
+    def gain(job: AllocJob) -> float:
+        return max((o[0] for o in options(job)), default=-math.inf)
+
+    order = {j.job_id: i for i, j in enumerate(jobs)}
+    heap = [(-gain(j), order[j.job_id], j) for j in jobs if j.job_id in plan and j.grow]
+    heapq.heapify(heap)
+    # "Iteratively select the job with the largest marginal gain and add one worker or parameter
+    # server ... until some resource in the cluster is used up, or marginal gains of all jobs
+    # become non-positive."
+    while heap and -heap[0][0] > 0:
+        _, i, job = heapq.heappop(heap)
+        for g, pw, got in options(job):  # again: what fits may have changed since it was queued
+            if g <= 0:
+                break  # nothing of it gains: the job stops growing
+            if heap and g < -heap[0][0]:
+                heapq.heappush(heap, (-g, i, job))  # no longer the largest: back in the queue
+                break
+            if commit(job, got or layout(job, *pw)):
+                heapq.heappush(heap, (-gain(job), i, job))
+                break
+    return plan
 
 
 # ----------------------------------------------------------------------------- the scheduler
+def _task_nodes(job: JobView, role: str) -> list[int]:
+    """Node of each of the job's tasks of this role, by task index (-1: unplaced)."""
+    n = job.num_ps if role == "ps" else job.num_workers
+    out = [-1] * n
+    for t in job.tasks:
+        if (t.role == "ps") == (role == "ps"):
+            out[int(t.task_id.rpartition("/")[2].lstrip("psw"))] = t.node
+    return out
+
+
+def _assign(current: list[int], nodes: tuple[int, ...]) -> list[int]:
+    """Nodes for task 0..len(nodes)-1: a task keeps its node when the new layout has it there."""
+    left = Counter(nodes)
+    out: list[int | None] = [None] * len(nodes)
+    for i, n in enumerate(current[: len(nodes)]):
+        if n >= 0 and left[n] > 0:
+            out[i] = n
+            left[n] -= 1
+    rest = list(left.elements())
+    return [n if n is not None else rest.pop(0) for n in out]
+
+
 @dataclass
 class _Estimates:
     """Per-model pooled speed samples (job -> {(p, w): steps/s}) and cached loss fits."""
@@ -370,7 +420,6 @@ class Optimus(Scheduler):
         interval_s: float = 600.0,
         early_factor: float = 0.95,
         early_epochs: int = 5,
-        rel_delta: float | None = None,
     ):
         if interval_s <= 0:
             raise ValueError(f"interval_s must be > 0, got {interval_s}")
@@ -379,20 +428,15 @@ class Optimus(Scheduler):
         self.interval_s = interval_s
         self.early_factor = early_factor
         self.early_epochs = early_epochs
-        self.rel_delta = rel_delta
         self.reset()
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
         self._next_full = 0.0
         self._est = _Estimates()
+        self._models: dict[str, tuple[dict, np.ndarray | None]] = {}
 
     # ---------------------------------------------------------------- estimates
-    def _observe(self, view: ClusterView) -> None:
-        for j in view.jobs:
-            if j.observed_speed:
-                self._est.speeds.setdefault(j.model, {})[j.job_id] = dict(j.observed_speed)
-
     def _pooled(self, model: str) -> dict[tuple[int, int], float]:
         acc: dict[tuple[int, int], list[float]] = {}
         for samples in self._est.speeds.get(model, {}).values():
@@ -411,19 +455,20 @@ class Optimus(Scheduler):
         if b is None:
             end = min(job.epochs_done + FALLBACK_EPOCHS, job.max_epochs)
         else:
-            rd = self.rel_delta if self.rel_delta is not None else _owner_rel_delta(job.model)
-            end = convergence_epoch(b, rd, job.max_epochs)
+            end = convergence_epoch(b, job.rel_delta, job.max_epochs)
         end = max(end, job.epochs_done + 1)
         return max(end * job.steps_per_epoch - job.steps_done, 1.0)
 
-    def speed_fn(self, view: ClusterView, job: JobView):
-        """(p, w) -> steps/s: the job's measurement, the pooled one, else the fitted model; None
-        when the model's samples are not yet identifiable."""
-        pooled = self._pooled(job.model)
-        theta = fit_speed(pooled, job.sync)
+    def speed_fn(self, view: ClusterView, job: JobView) -> tuple[Callable, bool]:
+        """(speed(p, w, layout) -> steps/s, identifiable): the job's own measurement, else the
+        pooled one, else the fitted model; None while the model is not identifiable."""
+        if job.model not in self._models:
+            pooled = self._pooled(job.model)
+            self._models[job.model] = (pooled, fit_speed(pooled, job.sync))
+        pooled, theta = self._models[job.model]
         own = job.observed_speed
 
-        def speed(p: int, w: int) -> float | None:
+        def speed(p: int, w: int, layout: Layout | None) -> float | None:
             if (p, w) in own:
                 return own[(p, w)]
             if (p, w) in pooled:
@@ -432,13 +477,11 @@ class Optimus(Scheduler):
 
         return speed, theta is not None
 
-    def _alloc_job(self, view: ClusterView, job: JobView, profiling: dict[str, set]) -> AllocJob:
+    def _alloc_job(self, view: ClusterView, job: JobView) -> AllocJob:
         speed, ready = self.speed_fn(view, job)
-        start, grow = (1, 1), ready
-        if not ready:  # emulated profiling: the next shape no job of this model has run
-            taken = profiling.setdefault(job.model, set(self._pooled(job.model)))
-            start = next((pw for pw in PROFILE_DESIGN if pw not in taken), (1, 1))
-            taken.add(start)
+        starts: tuple[tuple[int, int], ...] = ()
+        if not ready:  # emulated profiling: the design's shapes no job of this model has run
+            starts = tuple(pw for pw in PROFILE_DESIGN if pw not in self._models[job.model][0])
         early = len(job.observed_loss) < self.early_epochs
         return AllocJob(
             job.job_id,
@@ -447,13 +490,19 @@ class Optimus(Scheduler):
             self.remaining_steps(view, job),
             speed,
             self.early_factor if early else 1.0,
-            start,
-            grow,
+            starts,
+            ready,
+            job.model,
+            tuple(t.node for t in job.tasks if t.node >= 0),
+            self.oracle,
         )
 
     # ---------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Decision:
-        self._observe(view)
+        for j in view.jobs:  # pool what every job has measured, kept after it finishes
+            if j.observed_speed:
+                self._est.speeds.setdefault(j.model, {})[j.job_id] = dict(j.observed_speed)
+        self._models = {}  # this round's speed fits
         full = view.time >= self._next_full - 1e-6
         if full:
             self._next_full = (math.floor(view.time / self.interval_s + 1e-9) + 1) * self.interval_s
@@ -461,59 +510,35 @@ class Optimus(Scheduler):
         if not movable:
             return Decision()
         c = view.cluster
-        totals = cluster_totals(c)
-        # capacity the round may spend: what is free plus what the movable jobs hold now
-        cap = Capacity.of(view)
+        cap = Capacity.of(view)  # what is free plus what the movable jobs hold now
         for j in movable:
             for t in j.tasks:
                 if t.node >= 0:
                     cap.take(t.node, t.demand, -1)
-        free = np.array([cap.cpu.sum(), cap.mem.sum(), cap.bw.sum(), cap.gpu.sum()], dtype=float)
-        profiling: dict[str, set] = {}
-        alloc = allocate([self._alloc_job(view, j, profiling) for j in movable], free, totals)
-        return self._place(view, movable, alloc, cap)
-
-    def _place(
-        self, view: ClusterView, movable: list[JobView], alloc: dict[str, tuple[int, int]], cap: Capacity
-    ) -> Decision:
-        c = view.cluster
+        jobs = [self._alloc_job(view, j) for j in movable]
+        plan = allocate(jobs, c, cap, cluster_totals(c))
         d = Decision()
-        keep = [
-            j for j in movable
-            if j.status == "running" and alloc.get(j.job_id) == (j.num_ps, j.num_workers)
-        ]
-        for j in keep:  # unchanged: stays where it is
-            for t in j.tasks:
-                cap.take(t.node, t.demand)
-        kept = {j.job_id for j in keep}
-        todo = sorted(
-            (j for j in movable if j.job_id in alloc and j.job_id not in kept),
-            key=lambda j: (sum(alloc[j.job_id]), j.arrival_s, j.job_id),  # [code]: by p + w
-        )
-        for j in todo:
-            p, w = alloc[j.job_id]
-            got = place_even(c, cap, j.ps_demand, j.worker_demand, p, w) or place_partial(
-                c, cap, j.ps_demand, j.worker_demand, p, w
-            )
-            if got is None:
-                if j.status == "running":
+        for j in movable:
+            if j.job_id not in plan:
+                if j.status == "running":  # got nothing this interval: waits, keeping its progress
                     d.preempt.append(j.job_id)
                 continue
-            ps_nodes, w_nodes = got
+            ps_nodes, w_nodes = plan[j.job_id]
+            cur_ps, cur_w = _task_nodes(j, "ps"), _task_nodes(j, "worker")
+            same = sorted(cur_ps) == sorted(ps_nodes) and sorted(cur_w) == sorted(w_nodes)
+            if j.status == "running" and same:
+                continue  # unchanged: no checkpoint
             if (len(ps_nodes), len(w_nodes)) != (j.num_ps, j.num_workers):
                 d.allocate[j.job_id] = (len(ps_nodes), len(w_nodes))
-            for i, n in enumerate(ps_nodes):
-                d.place[f"{j.job_id}/ps{i}"] = n
-            for i, n in enumerate(w_nodes):
-                d.place[f"{j.job_id}/w{i}"] = n
-        for j in movable:  # got nothing this round: a running job waits, keeping its progress
-            if j.status == "running" and j.job_id not in alloc:
-                d.preempt.append(j.job_id)
+            for prefix, cur, nodes in (("ps", cur_ps, ps_nodes), ("w", cur_w, w_nodes)):
+                for i, n in enumerate(_assign(cur, nodes)):
+                    if i >= len(cur) or cur[i] != n:  # a task that stays is not named
+                        d.place[f"{j.job_id}/{prefix}{i}"] = n
         return d
 
 
 class OptimusOracle(Optimus):
-    """Optimus with the true remaining steps and the true speed alone under its own placement."""
+    """Optimus with the true remaining steps and the true speed alone under the layout it plans."""
 
     name = "optimus-oracle"
     oracle = True
@@ -523,20 +548,16 @@ class OptimusOracle(Optimus):
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
-        self._true: dict[tuple[str, int, int], float] = {}
+        self._true: dict[tuple[str, Layout], float] = {}
 
     def remaining_steps(self, view: ClusterView, job: JobView) -> float:
         return max(view.oracle.remaining_steps(job.job_id), 1.0)
 
-    def speed_fn(self, view: ClusterView, job: JobView):
-        c = view.cluster
-        empty = Capacity(c.cpus.astype(float), c.memory.astype(float), c.nic.astype(float), c.gpus.astype(np.int64))
-
-        def speed(p: int, w: int) -> float | None:
-            key = (job.job_id, p, w)
+    def speed_fn(self, view: ClusterView, job: JobView) -> tuple[Callable, bool]:
+        def speed(p: int, w: int, layout: Layout | None) -> float | None:
+            key = (job.job_id, layout)
             if key not in self._true:
-                got = place_even(c, _copy(empty), job.ps_demand, job.worker_demand, p, w)
-                self._true[key] = view.oracle.speed(job.job_id, *got) if got else 0.0
+                self._true[key] = view.oracle.speed(job.job_id, list(layout[0]), list(layout[1]))
             return self._true[key] or None
 
         return speed, True

@@ -88,6 +88,7 @@ class JobView:
     gpu_mem_gb: float
     steps_per_epoch: int
     max_epochs: int  # the user's epoch budget
+    rel_delta: float  # the user's stopping rule: stop at the first epoch improving by less
     steps_done: float
     epochs_done: int
     observed_loss: tuple[tuple[int, float], ...]
@@ -124,6 +125,7 @@ class ClusterView:
     def __init__(self, sim: Simulator, oracle: bool):
         self._sim = sim
         self.time: float = sim.now
+        self.tick_s: float | None = sim.tick_s  # the scenario's scheduling interval
         self.cluster: Cluster = sim.cluster
         self.free_cpu = _ro(sim.cluster.cpus - sim.used_cpu)
         self.free_mem = _ro(sim.cluster.memory - sim.used_mem)

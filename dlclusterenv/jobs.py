@@ -33,32 +33,44 @@ class JobSpec:
     synthetic: tuple[str, ...] = ()  # which fields a trace replay had to invent
 
 
+def _improvement(spec: ModelSpec, k: int) -> float:
+    """Relative loss improvement of epoch k over epoch k-1 on the model's true curve."""
+    c = spec.loss
+
+    def loss(x: float) -> float:
+        return 1.0 / (c.b0 * x + c.b1) + c.b2
+
+    return (loss(k - 1) - loss(k)) / loss(k - 1)
+
+
 def convergence_epoch(spec: ModelSpec, epoch_scale: float = 1.0) -> int:
     """The epoch at which a job of this model converges, within its budget.
 
     The model converges at K, the first epoch whose true loss improves on the previous one by less
     than rel_delta (with l(k) = 1/(b0 k + b1) + b2 the improvement falls monotonically, so bisection
-    finds K exactly). A job with `epoch_scale` s follows the curve stretched in epochs,
-    l(k / s), and so converges at round(s K), between 1 and the budget. (Stretching b0 alone would
-    not do: under a relative-improvement rule a slower curve can converge sooner.)
+    finds K exactly). A job with `epoch_scale` s converges at round(s K), between 1 and the budget:
+    its user's stopping threshold is set so that its own curve crosses it there (`stop_delta`),
+    so a scheduler that fits the job's loss and applies the job's threshold can predict it.
     """
-    c = spec.loss
-
-    def loss(k: float) -> float:
-        return 1.0 / (c.b0 * k + c.b1) + c.b2
-
-    def improved_little(k: int) -> bool:
-        return (loss(k - 1) - loss(k)) / loss(k - 1) < spec.convergence.rel_delta
-
-    hi = spec.convergence.max_epochs
-    lo = 1
+    hi, lo = spec.convergence.max_epochs, 1
     while lo < hi:
         mid = (lo + hi) // 2
-        if improved_little(mid):
+        if _improvement(spec, mid) < spec.convergence.rel_delta:
             hi = mid
         else:
             lo = mid + 1
     return min(max(round(lo * epoch_scale), 1), spec.convergence.max_epochs)
+
+
+def stop_delta(spec: ModelSpec, epochs: int) -> float:
+    """The job's stopping threshold: the first epoch improving by less than it is `epochs`.
+
+    A job stopped by its epoch budget keeps the model's threshold."""
+    if epochs >= spec.convergence.max_epochs and _improvement(spec, epochs) >= spec.convergence.rel_delta:
+        return spec.convergence.rel_delta
+    below = _improvement(spec, epochs)
+    above = _improvement(spec, epochs - 1) if epochs > 1 else 2.0 * below
+    return 0.5 * (below + above)
 
 
 @dataclass(eq=False)
@@ -78,6 +90,7 @@ class Job:
     model: ModelSpec
     rng: np.random.Generator
     total_epochs: int
+    rel_delta: float = 0.0  # the job's stopping threshold (see stop_delta)
     status: str = PENDING
     num_ps: int = 0
     num_workers: int = 0
@@ -117,7 +130,7 @@ class Job:
 
     def true_loss(self, epoch: float) -> float:
         c = self.model.loss
-        return 1.0 / (c.b0 / self.spec.epoch_scale * epoch + c.b1) + c.b2
+        return 1.0 / (c.b0 * epoch + c.b1) + c.b2
 
     def ps_tasks(self) -> list[Task]:
         """PS tasks in index order (a list the caller must not modify)."""

@@ -19,7 +19,7 @@ import numpy as np
 from .api import ClusterView, Decision, DecisionError, JobView, Scheduler, TaskView
 from .cluster import Cluster
 from .config import ModelZoo
-from .jobs import DONE, PENDING, RUNNING, Job, JobSpec, Task, convergence_epoch
+from .jobs import DONE, PENDING, RUNNING, Job, JobSpec, Task, convergence_epoch, stop_delta
 from .metrics import Metrics, summarize
 from .speed import PackingModel, Rates, compute_rates, link_capacity
 
@@ -115,6 +115,7 @@ class Simulator:
                 rng=np.random.default_rng([self.seed, self._next_arrival]),
                 total_epochs=convergence_epoch(model, s.epoch_scale),
             )
+            job.rel_delta = stop_delta(model, job.total_epochs)
             job.resize(s.num_ps, s.num_workers)
             self.jobs[s.job_id] = job
             self._active.append(job)
@@ -160,6 +161,7 @@ class Simulator:
             gpu_mem_gb=m.gpu_mem_gb,
             steps_per_epoch=m.steps_per_epoch,
             max_epochs=m.convergence.max_epochs,
+            rel_delta=job.rel_delta,
             steps_done=job.steps_done,
             epochs_done=job.epochs_done,
             observed_loss=tuple(job.obs_loss),

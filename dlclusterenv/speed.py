@@ -247,7 +247,8 @@ def compute_rates(
     cnt = np.bincount(g[on_gpu], minlength=n_slots)
     util_sum = np.bincount(g[on_gpu], weights=util[on_gpu], minlength=n_slots)
     mode = np.zeros(n_slots, np.int8)
-    mode[: len(gpu_mode)] = gpu_mode
+    k_modes = min(len(gpu_mode), n_slots)
+    mode[:k_modes] = gpu_mode[:k_modes]
     switch = 1.0 - min(overheads.suspend_resume_s / overheads.time_slice_s, 1.0)
     k = np.maximum(cnt[g], 1)
     # profiles.packing_speed, vectorised: (1 - eps) * min(1, 1 / sum of utilisations) ** gamma

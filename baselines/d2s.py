@@ -1,0 +1,369 @@
+"""D²S (seed 001, §3): every pending task assigned at once by a minimum-cost flow that trades data
+transfer time against waiting for a busy node, with applications weighted by their residual time.
+
+The flow graph (§3.2, Fig. 2): Source -> App p (capacity: p's unscheduled tasks, cost ft^p, Eq. 5)
+-> Task (capacity 1, cost 0) -> Node m (capacity 1, cost: transfer time tt, Eq. 1 for map tasks,
+Eq. 2 for reduce tasks) -> Sink (capacity: free slots of m, cost 0 - a free node has no waiting
+time; plus, for a busy node, its busy slots at cost nt^m = the remaining time of its quickest task,
+Eq. 3-4). The maximum flow of least total cost is the assignment (Eq. 6-7). Costs are integer
+milliseconds. Algorithm 1 of the paper is one way to find that optimum (a residual-graph method);
+any exact min-cost-flow solver finds a flow of the same cost: networkx (`max_flow_min_cost`,
+network simplex) for graphs under SOLVER_THRESHOLD_ARCS arcs, OR-Tools' C++ SimpleMinCostFlow at
+or above it (tests check both give the same cost).
+
+Mapping the paper's MapReduce applications onto PS/worker jobs (the paper trains DNNs as
+MapReduce applications; this simulator's jobs are PS/worker):
+- application = job; map task = worker (its input split is the job's shard for that worker,
+  `shard_nodes[i % len]`); reduce task = PS (it fetches every worker's output, Eq. 2).
+- idm (Eq. 1) = the bytes the worker reads over the job's remaining epoch budget
+  (remaining steps * input bytes per step / workers); odm (Eq. 2) = the bytes a worker sends that
+  PS over the same budget (param_bytes / p per step). A scheduler does not know the convergence
+  point, so the user's epoch budget (`max_epochs`) stands for the job's length.
+- band (Eq. 1-2) = the path's capacity: the two NICs, and both rack uplinks across racks (the view
+  shows reserved, not measured, link use); same node = no transfer.
+- Progress pr (Eq. 5) = steps done / budget steps; "used time" ut = the time the job has run, which
+  makes Eq. 5 the usual progress-rate estimate of the remaining time (Hadoop's). A job that never
+  ran has ft = 0, so pending jobs tie on the Source -> App arcs and the flow ranks them by arrival.
+  (Reading ut as time since submission instead would make the flow, which minimises cost, serve
+  the most recently submitted jobs first and starve the oldest, against the paper's aim of
+  keeping applications in step.) nt^m uses Eq. 5 for the running jobs on m; a job with no progress
+  yet gives no estimate (Eq. 5 would say 0 and invite every task to wait).
+- Reduce tasks start after their maps (their input is the maps' output), so each round solves two
+  flows: the workers of all pending jobs, then the PS of the jobs whose workers got free slots,
+  with Eq. 2 costs from those workers' nodes.
+- Slots: a node's free slots = how many of the smallest pending demand fit in its free CPU, memory
+  and GPUs; a task has an arc only to nodes where it fits (the paper's "the node has abilities to
+  satisfy requirements of tasks"); every placement is re-checked against the node's capacity.
+- Gang: a job runs only with all its tasks placed, so a job starts only when every task of it got a
+  free slot. A job with a task sent to wait for a busy node waits (D²S chose to wait). The flow
+  may split scarce slots so that no job is whole; then the job it ranks first (lowest ft, then
+  earliest arrival) is solved alone - placed if it fits whole, else it waits - and the flow is
+  solved again for the others.
+- Eq. 2's max ties on many nodes (e.g. every node when the workers span both racks), so ties are
+  broken by the total fetch time (a 1e-3 / w weight on the sum: a PS joins its workers rather than
+  an idle node of the same max). Remaining ties between equal-cost assignments are the solver's;
+  jobs of equal ft rank by arrival, then by their order in the view (deterministic).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+from ortools.graph.python import min_cost_flow
+
+from dlclusterenv.api import ClusterView, Decision, JobView, Scheduler
+from dlclusterenv.cluster import Cluster
+from dlclusterenv.config import Demand, ModelZoo, load_zoo
+from dlclusterenv.placers import Capacity
+
+# networkx's network simplex is pure Python: fine for a few thousand arcs, slow past that; at and
+# above this many arcs the OR-Tools C++ solver is used (same optimal cost, tests/test_baseline_d2s.py).
+SOLVER_THRESHOLD_ARCS = 2000
+_MS = 1000.0
+
+
+@dataclass
+class FlowGraph:
+    """The D²S graph (Fig. 2) as arrays; apps, tasks and targets (nodes) are numbered from 0.
+    Costs are integers (milliseconds)."""
+
+    app_cap: np.ndarray  # Source -> App p: how many of its tasks may be scheduled
+    app_cost: np.ndarray  # ... at cost ft^p (Eq. 5)
+    task_app: np.ndarray  # App -> Task: each task's app (capacity 1, cost 0)
+    target_cap: np.ndarray  # Node -> Sink: slots
+    target_cost: np.ndarray  # ... at cost nt (waiting time, Eq. 3-4)
+    arc_task: np.ndarray  # Task -> Node arcs (capacity 1): tail task,
+    arc_target: np.ndarray  # head node,
+    arc_cost: np.ndarray  # cost tt (transfer time, Eq. 1-2)
+
+    def n_arcs(self) -> int:
+        return len(self.app_cap) + len(self.task_app) + len(self.arc_task) + len(self.target_cap)
+
+    def _edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(tails, heads, capacities, costs); vertices: Source 0, apps, tasks, targets, Sink last."""
+        a, t, m = len(self.app_cap), len(self.task_app), len(self.target_cap)
+        app0, task0, tgt0, sink = 1, 1 + a, 1 + a + t, 1 + a + t + m
+        i64 = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
+        tails = np.concatenate([np.zeros(a), app0 + i64(self.task_app), task0 + i64(self.arc_task), tgt0 + np.arange(m)])
+        heads = np.concatenate([app0 + np.arange(a), task0 + np.arange(t), tgt0 + i64(self.arc_target), np.full(m, sink)])
+        caps = np.concatenate([i64(self.app_cap), np.ones(t), np.ones(len(self.arc_task)), i64(self.target_cap)])
+        costs = np.concatenate([i64(self.app_cost), np.zeros(t), i64(self.arc_cost), i64(self.target_cost)])
+        return i64(tails), i64(heads), i64(caps), i64(costs)
+
+
+def solve(g: FlowGraph, solver: str = "auto") -> tuple[np.ndarray, int]:
+    """Maximum flow of minimum cost from Source to Sink. Returns (per task the target it is sent
+    to, -1 if none; total cost)."""
+    if solver == "auto":
+        solver = "ortools" if g.n_arcs() >= SOLVER_THRESHOLD_ARCS else "networkx"
+    if solver not in ("networkx", "ortools"):
+        raise ValueError(f"unknown solver {solver!r}; use 'auto', 'networkx' or 'ortools'")
+    tails, heads, caps, costs = g._edges()
+    used, cost = (_solve_networkx if solver == "networkx" else _solve_ortools)(tails, heads, caps, costs)
+    first = len(g.app_cap) + len(g.task_app)  # the Task -> Node arcs, in g.arc_* order
+    sent = np.full(len(g.task_app), -1, dtype=np.int64)
+    on = used[first : first + len(g.arc_task)] > 0
+    sent[np.asarray(g.arc_task)[on]] = np.asarray(g.arc_target)[on]
+    return sent, cost
+
+
+def _solve_networkx(tails, heads, caps, costs) -> tuple[np.ndarray, int]:
+    G = nx.DiGraph()
+    source, sink = 0, int(max(heads.max(initial=0), tails.max(initial=0)))
+    G.add_nodes_from([source, sink])
+    for u, v, c, w in zip(tails.tolist(), heads.tolist(), caps.tolist(), costs.tolist()):
+        G.add_edge(u, v, capacity=c, weight=w)
+    flow = nx.max_flow_min_cost(G, source, sink)
+    used = np.array([flow[u][v] for u, v in zip(tails.tolist(), heads.tolist())], dtype=np.int64)
+    return used, int(nx.cost_of_flow(G, flow))
+
+
+def _solve_ortools(tails, heads, caps, costs) -> tuple[np.ndarray, int]:
+    smcf = min_cost_flow.SimpleMinCostFlow()
+    arcs = smcf.add_arcs_with_capacity_and_unit_cost(tails, heads, caps, costs)
+    sink = int(max(heads.max(initial=0), tails.max(initial=0)))
+    total = int(caps[tails == 0].sum())
+    smcf.set_node_supply(0, total)
+    smcf.set_node_supply(sink, -total)
+    status = smcf.solve_max_flow_with_min_cost()
+    if status != smcf.OPTIMAL:
+        raise RuntimeError(f"OR-Tools min-cost flow failed with status {status}")
+    return np.asarray(smcf.flows(arcs), dtype=np.int64), int(smcf.optimal_cost())
+
+
+# ----------------------------------------------------------------------------- the cost model
+class InputSizes:
+    """Input bytes per step of each model. The JobView does not carry them; D²S knows them (the
+    sizes of the input files in HDFS), so they are read from the model zoo the jobs come from
+    (configs/models.yaml unless another zoo is given)."""
+
+    def __init__(self, zoo: ModelZoo | None = None):
+        self._zoo = zoo
+
+    def __call__(self, job: JobView) -> float:
+        if self._zoo is None:
+            self._zoo = load_zoo()
+        try:
+            return self._zoo.models[job.model].input_bytes_per_step
+        except KeyError:
+            raise KeyError(
+                f"job {job.job_id}: model {job.model!r} is not in the zoo D²S/OTEA read input sizes "
+                "from; pass zoo= with the scenario's models"
+            ) from None
+
+
+def bandwidth(cluster: Cluster) -> np.ndarray:
+    """band[d, m] in bytes/s: the capacity of the path from node d to node m; inf on the diagonal."""
+    nic = cluster.nic
+    band = np.minimum(nic[:, None], nic[None, :])
+    rack = cluster.node_rack
+    up = cluster.uplink[rack]
+    cross = rack[:, None] != rack[None, :]
+    band = np.where(cross, np.minimum(band, np.minimum(up[:, None], up[None, :])), band)
+    np.fill_diagonal(band, np.inf)
+    return band
+
+
+def budget_steps(job: JobView) -> float:
+    """Steps left in the user's epoch budget: the job length a scheduler can know."""
+    return max(job.max_epochs * job.steps_per_epoch - job.steps_done, 0.0)
+
+
+def progress(job: JobView) -> float:
+    return min(job.steps_done / max(job.max_epochs * job.steps_per_epoch, 1), 1.0)
+
+
+def residual_time(job: JobView) -> float:
+    """Eq. (5): ft = ut (1 - pr) / pr for pr > 0, else ut; ut = the time the job has run."""
+    pr = progress(job)
+    return job.run_s * (1.0 - pr) / pr if pr > 0 else job.run_s
+
+
+def worker_transfer(job: JobView, input_bytes_per_step: float, band: np.ndarray) -> np.ndarray:
+    """Eq. (1): tt[i, m] = idm_i / band[d_i, m], seconds, for worker i on node m."""
+    n = band.shape[0]
+    if not job.shard_nodes or input_bytes_per_step <= 0:
+        return np.zeros((job.num_workers, n))
+    idm = budget_steps(job) * input_bytes_per_step / job.num_workers
+    shards = np.asarray(job.shard_nodes)[np.arange(job.num_workers) % len(job.shard_nodes)]
+    return idm / band[shards]
+
+
+def ps_transfer(job: JobView, worker_nodes: list[int], band: np.ndarray) -> np.ndarray:
+    """Eq. (2): tt[r] = max over the job's workers m of odm / band[m, r], seconds, per node r;
+    ties of the max broken by the total (+ 1e-3 / w of the sum, under 0.1% of the max)."""
+    steps = budget_steps(job) / (1 if job.sync else job.num_workers)
+    odm = steps * job.param_bytes / job.num_ps
+    fetch = odm / band[np.asarray(worker_nodes)]
+    return fetch.max(axis=0) + 1e-3 / len(worker_nodes) * fetch.sum(axis=0)
+
+
+def waiting_times(view: ClusterView) -> np.ndarray:
+    """nt^m (Eq. 3-4): remaining time (Eq. 5) of the quickest running job with a task on m;
+    inf where no running job on m has made progress yet."""
+    nt = np.full(view.cluster.n_nodes, np.inf)
+    for job in view.running:
+        if progress(job) <= 0 or job.run_s <= 0:
+            continue
+        ft = residual_time(job)
+        for t in job.tasks:
+            if t.node >= 0:
+                nt[t.node] = min(nt[t.node], ft)
+    return nt
+
+
+def _ms(seconds) -> np.ndarray:
+    """Integer milliseconds (the flow's costs); unbounded times are capped."""
+    return np.rint(np.minimum(np.asarray(seconds, dtype=float), 1e12) * _MS).astype(np.int64)
+
+
+def slots(cap: Capacity, d: Demand) -> np.ndarray:
+    """How many tasks of demand `d` fit on each node in `cap`."""
+    k = np.full(len(cap.cpu), np.iinfo(np.int64).max // 4, dtype=np.int64)
+    for free, need in ((cap.cpu, d.cpu), (cap.mem, d.mem_gb), (cap.gpu, d.gpu), (cap.bw, d.bw_MBps * 1e6)):
+        if need > 0:
+            k = np.minimum(k, np.floor(np.maximum(free, 0) / need + 1e-9).astype(np.int64))
+    return k
+
+
+def _smallest(demands: list[Demand]) -> Demand:
+    return Demand(
+        cpu=min(d.cpu for d in demands),
+        mem_gb=min(d.mem_gb for d in demands),
+        gpu=min(d.gpu for d in demands),
+        bw_MBps=min(d.bw_MBps for d in demands),
+    )
+
+
+@dataclass
+class _Group:
+    """One job's tasks of one kind in a round: ids, their common demand, tt[task, node] seconds."""
+
+    job: JobView
+    task_ids: list[str]
+    demand: Demand
+    tt: np.ndarray
+
+
+# ----------------------------------------------------------------------------- the scheduler
+class D2S(Scheduler):
+    name = "d2s"
+
+    def __init__(self, solver: str = "auto", zoo: ModelZoo | None = None):
+        if solver not in ("auto", "networkx", "ortools"):
+            raise ValueError(f"unknown solver {solver!r}; use 'auto', 'networkx' or 'ortools'")
+        self.solver = solver
+        self.input_bytes = InputSizes(zoo)
+
+    def _stage(self, cap: Capacity, full: Capacity, nt: np.ndarray, ft: dict, rank: dict, groups: list[_Group]):
+        """Build and solve one flow over `groups`. Returns (placed: job -> {task: node}, waiting
+        job ids, short job ids); placed jobs are charged on `cap`."""
+        n = len(cap.cpu)
+        smallest = _smallest([gr.demand for gr in groups])
+        free = slots(cap, smallest)
+        busy = np.maximum(slots(full, smallest) - free, 0)
+        free_nodes = np.flatnonzero(free > 0)
+        wait_nodes = np.flatnonzero((busy > 0) & np.isfinite(nt))
+        tgt_node = np.concatenate([free_nodes, wait_nodes])
+        free_idx, wait_idx = np.full(n, -1), np.full(n, -1)
+        free_idx[free_nodes] = np.arange(len(free_nodes))
+        wait_idx[wait_nodes] = len(free_nodes) + np.arange(len(wait_nodes))
+        app_cap, app_cost, task_app, arc_task, arc_target, arc_cost = [], [], [], [], [], []
+        t = 0
+        for a, gr in enumerate(groups):
+            k = len(gr.task_ids)
+            app_cap.append(k)
+            app_cost.append(_ms(ft[gr.job.job_id]))  # Source -> App: residual time, Eq. (5)
+            task_app += [a] * k
+            ms = _ms(gr.tt)
+            # Task -> Node: transfer time (Eq. 1-2), to nodes where the task fits now (free slots)
+            # and to busy nodes it fits when empty (wait for them)
+            for idx, ok in ((free_idx, cap.fits(gr.demand)), (wait_idx, full.fits(gr.demand))):
+                nodes = np.flatnonzero(ok & (idx >= 0))
+                arc_task.append(np.repeat(t + np.arange(k), len(nodes)))
+                arc_target.append(np.tile(idx[nodes], k))
+                arc_cost.append(ms[:, nodes].ravel())
+            t += k
+        g = FlowGraph(
+            app_cap=np.array(app_cap),
+            app_cost=np.array(app_cost),
+            task_app=np.array(task_app),
+            # Node -> Sink: free slots cost no waiting; busy slots cost nt^m (Eq. 3-4)
+            target_cap=np.concatenate([free[free_nodes], busy[wait_nodes]]),
+            target_cost=np.concatenate([np.zeros(len(free_nodes), np.int64), _ms(nt[wait_nodes])]),
+            arc_task=np.concatenate(arc_task),
+            arc_target=np.concatenate(arc_target),
+            arc_cost=np.concatenate(arc_cost),
+        )
+        sent, _ = solve(g, self.solver)
+        placed, waiting, short = {}, set(), set()
+        starts = np.cumsum([0] + [len(gr.task_ids) for gr in groups])
+        order = sorted(range(len(groups)), key=lambda a: rank[groups[a].job.job_id])
+        for a in order:
+            gr, got = groups[a], sent[starts[a] : starts[a + 1]]
+            jid = gr.job.job_id
+            if (got >= len(free_nodes)).any():
+                waiting.add(jid)  # the flow sends a task to wait for a busy node
+                continue
+            if (got < 0).any():
+                short.add(jid)
+                continue
+            nodes = tgt_node[got]
+            done = 0
+            while done < len(nodes) and cap.fits(gr.demand)[nodes[done]]:
+                cap.take(int(nodes[done]), gr.demand)
+                done += 1
+            if done < len(nodes):  # slots counted by the smallest demand: this one did not fit
+                for m in nodes[:done]:
+                    cap.take(int(m), gr.demand, -1)
+                short.add(jid)
+                continue
+            placed[jid] = dict(zip(gr.task_ids, (int(m) for m in nodes)))
+        return placed, waiting, short
+
+    def decide(self, view: ClusterView) -> Decision:
+        c = view.cluster
+        cap = Capacity.of(view)
+        full = Capacity(c.cpus.astype(float), c.memory.astype(float), c.nic.astype(float), c.gpus.astype(np.int64))
+        band = bandwidth(c)
+        nt = waiting_times(view)
+        jobs = {j.job_id: j for j in view.pending}
+        ft = {jid: residual_time(j) for jid, j in jobs.items()}  # Eq. (5)
+        rank = {jid: (ft[jid], j.arrival_s, k) for k, (jid, j) in enumerate(jobs.items())}
+        tt_w = {jid: worker_transfer(j, self.input_bytes(j), band) for jid, j in jobs.items()}  # Eq. (1)
+        active = list(jobs)
+        solo = None  # a job solved alone: how a round goes on when the flow left every job short
+        d = Decision()
+        while active:
+            batch = [solo] if solo else active
+            # flow 1: the map tasks (workers) of the jobs in the batch
+            groups = [
+                _Group(jobs[j], [f"{j}/w{i}" for i in range(jobs[j].num_workers)], jobs[j].worker_demand, tt_w[j])
+                for j in batch
+            ]
+            placed_w, waiting, short = self._stage(cap, full, nt, ft, rank, groups)
+            # flow 2: the reduce tasks (PS) of the jobs whose workers all got free slots, Eq. (2)
+            groups = []
+            for jid, where in placed_w.items():
+                j = jobs[jid]
+                tt = ps_transfer(j, list(where.values()), band)
+                groups.append(_Group(j, [f"{jid}/ps{i}" for i in range(j.num_ps)], j.ps_demand, np.tile(tt, (j.num_ps, 1))))
+            placed_p, waiting_p, short_p = self._stage(cap, full, nt, ft, rank, groups) if groups else ({}, set(), set())
+            for jid in sorted(waiting_p | short_p):  # the job cannot start whole: its workers give back
+                for n in placed_w[jid].values():
+                    cap.take(n, jobs[jid].worker_demand, -1)
+            for jid, where in placed_p.items():
+                d.place.update(placed_w[jid])
+                d.place.update(where)
+            short |= short_p
+            done = set(placed_p) | waiting | waiting_p
+            if solo:  # placed, waiting or short, the solo job is settled for this round
+                done.add(solo)
+                solo = None
+            elif not done:  # the flow split the slots so that no job is whole: the job it ranks
+                solo = min(short, key=rank.__getitem__)  # first tries alone, then the others again
+                continue
+            active = [j for j in active if j not in done]
+        return d

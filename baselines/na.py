@@ -1,0 +1,44 @@
+"""NA: FlowCon's comparator (seed 004, Sec. 5.2), the "original Docker system" — every container
+starts at once and all compete freely for the node's CPU (equal shares, no limits).
+
+Choices where the paper is silent or the simulator differs:
+- A job is one container: all its tasks are placed together (all or nothing) by the load-balancing
+  placer (`spread`, the least-loaded node that fits), in arrival order. On FlowCon's single-node
+  testbed this puts every job on that node.
+- Docker starts a container however full the node is; the simulator reserves each task's CPU and
+  memory demand, so a job that does not fit waits. It does not block later jobs (no head-of-line
+  blocking: `docker run` does not queue behind other containers).
+- No CPU limit is ever set: the engine's max-min fair split of the cores is NA's "uniform resource
+  distribution among all containers in the worker" (Sec. 4.2).
+"""
+
+from __future__ import annotations
+
+from dlclusterenv.api import ClusterView, Decision, Scheduler
+from dlclusterenv.placers import Capacity, get_placer, place_job
+
+
+class NA(Scheduler):
+    name = "na"
+
+    def __init__(self, placer: str = "spread"):
+        self.placer = get_placer(placer)
+
+    def decide(self, view: ClusterView) -> Decision:
+        return self.place_pending(view, Decision())
+
+    def place_pending(self, view: ClusterView, d: Decision) -> Decision:
+        """Start every pending job that fits, in arrival order, skipping those that do not."""
+        cap = Capacity.of(view)
+        for job in view.pending:
+            got = place_job(
+                view.cluster, cap, self.placer, job.ps_demand, job.worker_demand,
+                job.num_ps, job.num_workers,
+            )
+            if got is None:
+                continue
+            for i, n in enumerate(got[0]):
+                d.place[f"{job.job_id}/ps{i}"] = n
+            for i, n in enumerate(got[1]):
+                d.place[f"{job.job_id}/w{i}"] = n
+        return d

@@ -1,0 +1,74 @@
+"""OTEA, D²S's comparator [16] (seed 001, §2 and §4.1): "optimizes tasks for each application" -
+it picks, application by application, the nodes that give that application's tasks the shortest
+data transfer, with no balancing across applications ("the time to balance applications is zero").
+
+Per pending job in arrival order, each worker (map task) goes to the free node with the least
+transfer time for its input split (D²S Eq. 1), then each PS (reduce task) to the free node with
+the least transfer time from the job's workers (D²S Eq. 2). The cost model (bytes over the epoch
+budget, path bandwidth, the job -> application mapping) is D²S's, imported from `baselines.d2s`,
+so the two differ only in how they decide: greedy per application here, one global flow there.
+
+Choices where the papers leave it open:
+- Ties between nodes of equal transfer time are broken at random (episode seed).
+- No waiting for a busy data-local node: OTEA takes the best free node now.
+- A job is placed whole or not at all (the simulator runs a job only when every task is placed); a
+  job that does not fit waits and later jobs may still go.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dlclusterenv.api import ClusterView, Decision, Scheduler
+from dlclusterenv.config import ModelZoo
+from dlclusterenv.placers import Capacity
+
+from .d2s import InputSizes, bandwidth, ps_transfer, worker_transfer
+
+
+class OTEA(Scheduler):
+    name = "otea"
+
+    def __init__(self, zoo: ModelZoo | None = None):
+        self.input_bytes = InputSizes(zoo)
+
+    def _best(self, cost: np.ndarray, ok: np.ndarray) -> int:
+        """The free node of least transfer time, a random one among equals; -1 if none fits."""
+        if not ok.any():
+            return -1
+        c = np.where(ok, cost, np.inf)
+        best = np.flatnonzero(c <= c.min() * (1 + 1e-12))
+        return int(best[0]) if len(best) == 1 else int(self.rng.choice(best))
+
+    def decide(self, view: ClusterView) -> Decision:
+        cap = Capacity.of(view)
+        band = bandwidth(view.cluster)
+        d = Decision()
+        for job in view.pending:
+            out: dict[str, int] = {}
+            taken = []
+            tt = worker_transfer(job, self.input_bytes(job), band)  # Eq. (1)
+            workers: list[int] = []
+            for i in range(job.num_workers):
+                n = self._best(tt[i], cap.fits(job.worker_demand))
+                if n < 0:
+                    break
+                cap.take(n, job.worker_demand)
+                taken.append((n, job.worker_demand))
+                workers.append(n)
+                out[f"{job.job_id}/w{i}"] = n
+            if len(workers) == job.num_workers:
+                tp = ps_transfer(job, workers, band)  # Eq. (2)
+                for i in range(job.num_ps):
+                    n = self._best(tp, cap.fits(job.ps_demand))
+                    if n < 0:
+                        break
+                    cap.take(n, job.ps_demand)
+                    taken.append((n, job.ps_demand))
+                    out[f"{job.job_id}/ps{i}"] = n
+            if len(out) == job.num_workers + job.num_ps:
+                d.place.update(out)
+            else:
+                for n, dem in taken:
+                    cap.take(n, dem, -1)
+        return d

@@ -1,0 +1,141 @@
+"""FlowCon (seed 004): Algorithm 1's list moves by alpha, limits from efficiency shares with the CL
+lower bound 1/(beta n), everything free when all are in CL with itval doubling, and Algorithm 2's
+listeners resetting itval on arrival and departure; Sec. 5.3's worked example (VAE limited to 0.25,
+the new MNIST to ~1).
+
+FlowCon sets cpu_limits, which the Gym envs cannot express: its default-scenario run is checked on
+the direct door only (NA, its comparator, is checked through both in test_baseline_na.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import dlclusterenv
+from baselines.flowcon import FlowCon, WorkerState, algorithm1, presume
+from baselines.na import NA
+
+ALPHA, BETA = 0.05, 2.0
+
+
+def worker(*names: str) -> WorkerState:
+    s = WorkerState(itval=20.0)
+    for c in names:
+        s.add(c, 0.0)
+    return s
+
+
+def lists(s: WorkerState) -> tuple[list[str], list[str], list[str]]:
+    return s.nl, s.wl, s.cl
+
+
+def test_list_moves_nl_wl_cl_by_alpha():
+    """Lines 2-13: below alpha NL -> WL -> CL, one list per run; at or above alpha back to NL.
+    Lines 18-26: NL gets G / sum G, WL keeps its limit, CL max(G / sum G, 1 / (beta n))."""
+    s = worker("a", "b", "c")
+    algorithm1(s, {"a": 0.01, "b": 0.2, "c": 0.3}, ALPHA, BETA)
+    assert lists(s) == (["b", "c"], ["a"], [])
+    assert s.limit == pytest.approx({"a": 1.0, "b": 0.2 / 0.51, "c": 0.3 / 0.51})
+    algorithm1(s, {"a": 0.01, "b": 0.02, "c": 0.3}, ALPHA, BETA)
+    assert lists(s) == (["c"], ["b"], ["a"])
+    assert s.limit == pytest.approx({"a": 1 / 6, "b": 0.2 / 0.51, "c": 0.3 / 0.33})
+    algorithm1(s, {"a": 0.06, "b": 0.001, "c": 0.001}, ALPHA, BETA)
+    assert lists(s) == (["a"], ["c"], ["b"])
+    assert s.limit == pytest.approx({"a": 0.06 / 0.062, "b": 1 / 6, "c": 0.3 / 0.33})
+    assert s.itval == 20.0  # not all in CL: no back-off
+
+
+def test_cl_lower_bound_one_over_beta_n():
+    """Line 22: a converged container keeps at least 1 / (beta n) of the node."""
+    for beta, want in ((2.0, 1 / 8), (4.0, 1 / 16)):
+        s = worker("a", "b", "c", "d")
+        s.nl.remove("a")
+        s.cl.append("a")
+        algorithm1(s, {"a": 1e-6, "b": 0.1, "c": 0.1, "d": 0.1}, ALPHA, beta)
+        assert s.limit["a"] == pytest.approx(want)
+        assert s.limit["b"] == pytest.approx(0.1 / (0.3 + 1e-6))
+
+
+def test_all_in_cl_compete_freely_and_itval_doubles():
+    """Lines 14-17: every container in CL -> limits 1 and itval x2 at every such run."""
+    s = worker("a", "b")
+    low = {"a": 0.001, "b": 0.002}
+    algorithm1(s, low, ALPHA, BETA)  # NL -> WL
+    algorithm1(s, low, ALPHA, BETA)  # WL -> CL: all in CL
+    assert lists(s) == ([], [], ["a", "b"]) and s.limit == {"a": 1.0, "b": 1.0} and s.itval == 40.0
+    algorithm1(s, low, ALPHA, BETA)
+    assert s.itval == 80.0
+
+
+def test_paper_example_new_mnist_gets_the_node():
+    """Sec. 5.3: when MNIST arrives at 40 s, the slowly growing VAE is set to 0.25 = 1/(beta * 2)
+    and the new MNIST to ~1 (its G is not measurable yet, so it is presumed young)."""
+    s = worker("vae", "mnist")
+    s.nl.remove("vae")
+    s.cl.append("vae")
+    g = presume({"vae": 0.0004, "mnist": None}, ALPHA)
+    assert g == {"vae": 0.0004, "mnist": ALPHA}
+    algorithm1(s, g, ALPHA, BETA)
+    assert s.limit["vae"] == 0.25
+    assert s.limit["mnist"] == pytest.approx(0.05 / 0.0504)
+
+
+class _Logged(FlowCon):
+    def reset(self, seed=None):
+        super().reset(seed)
+        self.log = []
+
+    def _run(self, s, here, now):
+        before = s.itval
+        super()._run(s, here, now)
+        self.log.append((now, before, s.itval, sorted(here), list(s.cl), dict(s.limit)))
+
+
+def test_listeners_and_back_off_on_the_testbed():
+    """Algorithm 2 on FlowCon's node: runs every itval, itval doubling while all are in CL; an
+    arrival and a departure each rerun Algorithm 1 at once with itval reset to 20 s."""
+    sc = {"name": "t", "cluster": "flowcon", "engine": {"tick_s": 2},
+          "workload": {"kind": "fixed", "jobs": [{"model": "VAE", "arrival_s": 0}, {"model": "MNIST", "arrival_s": 200}]}}
+    sim = dlclusterenv.make_sim(sc, 0)
+    f = _Logged()
+    m = sim.run(f)
+    assert m.jobs_finished == 2
+    mnist_done = sim.jobs["j1"].finish_s
+    times = [r[0] for r in f.log]
+    assert 0.0 in times and 200.0 in times and mnist_done in times  # listeners fire at once
+    for t, before, after, here, cl, limit in f.log:
+        if t in (0.0, 200.0, mnist_done):
+            assert before == 20.0, t  # reset by the listener
+        assert after == (2 * before if set(cl) == set(here) else before), t
+    for (t0, _, after, *_), (t1, *_) in zip(f.log, f.log[1:]):
+        if t1 not in (200.0, mnist_done):
+            assert t1 - t0 == pytest.approx(after, abs=2.0)  # next timer run one itval later (2 s ticks)
+    assert max(r[2] for r in f.log if r[0] < 200) >= 160.0  # VAE alone in CL: 20 -> 40 -> 80 -> 160
+    at_arrival = next(r for r in f.log if r[0] == 200.0)
+    assert at_arrival[5]["j0"] == 0.25 and at_arrival[5]["j1"] > 0.95  # the Sec. 5.3 pattern
+
+
+@pytest.mark.parametrize("scenario", ["flowcon_fixed", "flowcon_5", "flowcon_10", "flowcon_15"])
+def test_flowcon_and_na_complete_flowcon_scenarios(scenario):
+    for sched in (FlowCon(), NA()):
+        m = dlclusterenv.make_sim(scenario, 0).run(sched)
+        assert m.jobs_unfinished == 0 and m.jobs_finished >= 3
+        assert math.isfinite(m.makespan_s)
+
+
+def test_flowcon_helps_the_young_job_on_the_fixed_schedule():
+    """Sec. 5.3 / Table 2 direction: the MNIST launched at 80 s finishes faster than under NA."""
+    fc = dlclusterenv.make_sim("flowcon_fixed", 0).run(FlowCon(alpha=0.05, itval=20))
+    na = dlclusterenv.make_sim("flowcon_fixed", 0).run(NA())
+    assert fc.jobs[2].jct_s < 0.85 * na.jobs[2].jct_s
+
+
+def test_flowcon_completes_default_scenario_directly():
+    m = dlclusterenv.make_sim("default", 0).run(FlowCon())
+    assert m.jobs_finished == 60 and m.jobs_unfinished == 0
+
+
+def test_bad_parameters_rejected():
+    with pytest.raises(ValueError, match="alpha"):
+        FlowCon(alpha=0)

@@ -1,0 +1,231 @@
+"""Optimus (seeds 002, 003): placement on the fewest servers with equal counts (Fig. 10),
+allocation by marginal gain per dominant share stopping at no positive gain, the fitted convergence
+and speed models recovering known parameters from noisy samples, and the default scenario run
+directly (Optimus shrinks and moves running jobs every interval, which DLClusterJoint-v0 cannot
+express)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from helpers import make_cluster, make_sim, make_zoo, model_dict
+
+import baselines
+import dlclusterenv
+from baselines.optimus import (
+    PROFILE_DESIGN,
+    AllocJob,
+    Optimus,
+    allocate,
+    cluster_totals,
+    convergence_epoch,
+    fit_loss,
+    fit_speed,
+    layout_for,
+    loss_curve,
+    marginal_gain,
+    place_even,
+    predict_speed,
+)
+from dlclusterenv.adapter import AdapterError, SchedulerAdapter
+from dlclusterenv.config import Demand
+from dlclusterenv.placers import Capacity
+
+# CPU-only tasks of one core each: a 3-core server holds 3 tasks (seed 002 Fig. 10's servers).
+TASK = Demand(cpu=1, mem_gb=1)
+
+
+def empty(cluster) -> Capacity:
+    c = cluster
+    return Capacity(
+        c.cpus.astype(float), c.memory.astype(float), c.nic.astype(float), c.gpus.astype(np.int64)
+    )
+
+
+def transfer_units(ps_nodes, w_nodes) -> tuple[list[int], list[int]]:
+    """Seed 002 Fig. 10: units each task sends per step (one unit per remote worker-PS pair)."""
+    ps = [sum(w != n for w in w_nodes) for n in ps_nodes]
+    wk = [sum(p != n for p in ps_nodes) for n in w_nodes]
+    return ps, wk
+
+
+def test_fig10_placement_is_c():
+    """2 PS + 4 workers on servers of 3 slots: 2 servers, 1 PS + 2 workers on each, so every PS
+    moves 2 units and every worker 1, Fig. 10 column (c), the best of the three."""
+    cluster = make_cluster(nodes_per_rack=3, cpus=3, memory_gb=64)
+    ps_nodes, w_nodes = place_even(cluster, empty(cluster), TASK, TASK, 2, 4)
+    assert len(set(ps_nodes) | set(w_nodes)) == 2
+    for n in set(w_nodes):
+        assert ps_nodes.count(n) == 1 and w_nodes.count(n) == 2
+    assert transfer_units(ps_nodes, w_nodes) == ([2, 2], [1, 1, 1, 1])
+
+
+def test_fewest_servers_and_equal_counts():
+    cluster = make_cluster(nodes_per_rack=4, cpus=8, memory_gb=64)
+    cap = empty(cluster)
+    assert place_even(cluster, cap, TASK, TASK, 2, 6) == ((0, 0), (0,) * 6)  # 8 tasks: one server
+    assert cap.cpu.tolist() == [0, 8, 8, 8]
+    ps, wk = place_even(cluster, cap, TASK, TASK, 3, 12)  # 15 tasks: two servers of 8
+    assert len(set(ps + wk)) == 2
+    assert 0 not in ps + wk  # the full server is the last candidate
+    assert sorted(ps.count(n) for n in set(wk)) == [1, 2]  # PS i and worker i on server i mod 2
+    assert [wk.count(n) for n in set(wk)] == [6, 6]
+
+
+def test_failed_placement_takes_nothing():
+    """[code] leaks the workers of a placement whose PS did not fit: here a failure takes nothing."""
+    cluster = make_cluster(nodes_per_rack=2, cpus=3, memory_gb=64)
+    cap = empty(cluster)
+    before = (cap.cpu.copy(), cap.mem.copy(), cap.gpu.copy())
+    assert place_even(cluster, cap, TASK, TASK, 3, 4) is None  # 7 tasks, 6 slots
+    assert layout_for(cluster, cap, TASK, TASK, 3, 4) is None
+    assert all((a == b).all() for a, b in zip(before, (cap.cpu, cap.mem, cap.gpu)))
+
+
+def test_marginal_gain_per_dominant_share():
+    """Seed 002: gain = (Q/f - Q/f') / the dominant resource's share, not its raw amount: a worker
+    <2 CPU, 8 GB, 1 GPU> on 64 CPU / 256 GB / 4 GPUs has share max(2/64, 8/256, 1/4) = 1/4."""
+    cluster = make_cluster(nodes_per_rack=1, cpus=64, memory_gb=256, gpus=4, gpu_memory_gb=16)
+    worker = Demand(cpu=2, mem_gb=8, gpu=1)
+    totals = cluster_totals(cluster)
+    gain = marginal_gain(1000.0, 1.0, 1.6, worker, totals)
+    assert gain == pytest.approx(1000 * (1 - 1 / 1.6) / 0.25) == pytest.approx(1500.0)
+
+
+def gpu_job(job_id: str, remaining: float, speed) -> AllocJob:
+    ps, worker = Demand(cpu=1, mem_gb=1), Demand(cpu=1, mem_gb=1, gpu=1)
+    return AllocJob(job_id, ps, worker, remaining, speed)
+
+
+def test_allocation_stops_at_no_positive_gain():
+    """1/f = 1/w + w/16 + 0.01 p is smallest at w = 4, and a PS only slows: the greedy stops at
+    (1, 4) with 12 of 16 GPUs still free."""
+    cluster = make_cluster(nodes_per_rack=2, cpus=64, memory_gb=256, gpus=8, gpu_memory_gb=16)
+    cap = empty(cluster)
+    plan = allocate(
+        [gpu_job("a", 1e4, lambda p, w, lay: 1 / (1 / w + w / 16 + 0.01 * p))],
+        cluster, cap, cluster_totals(cluster),
+    )
+    ps, wk = plan["a"]
+    assert (len(ps), len(wk)) == (1, 4)
+    assert int(cap.gpu.sum()) == 12
+
+
+def test_allocation_largest_gain_first_until_resources_run_out():
+    """Three GPUs, two jobs with the same speed curve: both get 1 PS + 1 worker first (starvation
+    avoidance), then the third GPU goes to the job with 10x the remaining work."""
+    cluster = make_cluster(nodes_per_rack=1, cpus=64, memory_gb=256, gpus=3, gpu_memory_gb=16)
+
+    def speed(p, w, layout):
+        return w / (1 + 0.1 * w)
+
+    cap = empty(cluster)
+    jobs = [gpu_job("short", 1e3, speed), gpu_job("long", 1e4, speed)]
+    plan = allocate(jobs, cluster, cap, cluster_totals(cluster))
+    assert [len(plan["short"][1]), len(plan["long"][1])] == [1, 2]
+    assert int(cap.gpu.sum()) == 0
+
+
+def test_early_jobs_downgraded():
+    """Seed 002: a job at its beginning has its marginal gain multiplied by 0.95, so of two jobs
+    alike in all else the one further along gets the last GPU."""
+    cluster = make_cluster(nodes_per_rack=1, cpus=64, memory_gb=256, gpus=3, gpu_memory_gb=16)
+
+    def speed(p, w, layout):
+        return w / (1 + 0.1 * w)
+
+    early, later = gpu_job("early", 1e3, speed), gpu_job("later", 1e3, speed)
+    early.factor = 0.95
+    plan = allocate([early, later], cluster, empty(cluster), cluster_totals(cluster))
+    assert [len(plan["early"][1]), len(plan["later"][1])] == [1, 2]
+
+
+def test_profiling_gives_each_job_of_a_model_another_shape():
+    """No speed samples yet: jobs of one model run different shapes of the profiling design (pooled,
+    they identify the model), not p = w only, and do not grow by the greedy meanwhile."""
+    cluster = make_cluster(nodes_per_rack=2, cpus=64, memory_gb=256, gpus=8, gpu_memory_gb=16)
+    zoo = make_zoo(m=model_dict(worker={"cpu": 1, "mem_gb": 1, "gpu": 1}, compute_on="gpu"))
+    sim = make_sim(cluster, zoo, [(f"j{i}", "m", 1, 1) for i in range(3)])
+    sched = Optimus()
+    sched.reset(0)
+    sim.decide(sched)
+    shapes = [(j.num_ps, j.num_workers) for j in sim.view().jobs]
+    assert shapes == list(PROFILE_DESIGN[:3]) == [(1, 1), (1, 2), (2, 2)]
+    assert all(j.status == "running" for j in sim.view().jobs)
+
+
+def test_sync_speed_model_recovers_parameters():
+    theta = np.array([0.4, 0.02, 0.05, 0.01, 0.02])  # t0*M, t1, t2, t3, t4
+    rng = np.random.default_rng(0)
+    samples = {
+        (p, w): predict_speed(theta, True, p, w) * (1 + 0.01 * rng.standard_normal())
+        for p in (1, 2, 3, 4)
+        for w in (1, 2, 4, 6, 8)
+    }
+    est = fit_speed(samples, True)
+    assert est == pytest.approx(theta, rel=0.25)
+    assert est[[0, 2, 3]] == pytest.approx(theta[[0, 2, 3]], rel=0.02)
+    unseen = predict_speed(theta, True, 6, 12)
+    assert predict_speed(est, True, 6, 12) == pytest.approx(unseen, rel=0.02)
+
+
+def test_async_speed_model_recovers_parameters():
+    theta = np.array([0.3, 0.05, 0.01, 0.02])
+    rng = np.random.default_rng(1)
+    samples = {
+        (p, w): predict_speed(theta, False, p, w) * (1 + 0.01 * rng.standard_normal())
+        for p in (1, 2, 3, 4)
+        for w in (1, 2, 4, 6, 8)
+    }
+    assert fit_speed(samples, False) == pytest.approx(theta, rel=0.1)
+
+
+def test_p_equals_w_samples_are_not_identifiable():
+    """[code] profiles p = w only: w/p is then constant and p equals w, so the model is refused."""
+    assert fit_speed({(k, k): 1.0 / k for k in range(1, 9)}, True) is None
+    assert fit_speed({(1, 1): 1, (1, 2): 1.5, (2, 2): 2, (1, 4): 2.5, (2, 4): 3}, True) is not None
+
+
+def test_convergence_model_recovers_parameters():
+    b = (0.3, 0.5, 0.3)
+    rng = np.random.default_rng(0)
+    points = tuple(
+        (k, loss_curve(k, *b) * (1 + 0.02 * rng.standard_normal())) for k in range(1, 41)
+    )
+    est = fit_loss(points)
+    assert est == pytest.approx(b, rel=0.1)
+    assert convergence_epoch(b, 0.005, 100) == 41
+    assert abs(convergence_epoch(est, 0.005, 100) - 41) <= 2
+    assert fit_loss(points[:2]) is None  # fewer than 3 points: [code] does not fit
+
+
+def test_bad_options():
+    with pytest.raises(ValueError, match="interval_s"):
+        baselines.make("optimus", interval_s=0)
+    with pytest.raises(ValueError, match="early_factor"):
+        baselines.make("optimus", early_factor=1.5)
+
+
+def test_default_scenario_directly():
+    m = dlclusterenv.make_sim("default", 0).run(baselines.make("optimus"))
+    assert (m.jobs_finished, m.jobs_unfinished) == (60, 0)
+
+
+def test_joint_env_cannot_express_it():
+    """Optimus reallocates every interval from 1 PS + 1 worker, shrinking running jobs: the joint
+    env only starts and grows jobs, and the adapter says so instead of changing the decision."""
+    env = gym.make("DLClusterJoint-v0", scenario="tiny")
+    with pytest.raises(AdapterError, match="shrink"):
+        SchedulerAdapter(env, baselines.make("optimus")).run(0)
+
+
+def test_oracle_default_scenario_both_front_doors():
+    """On the lightly loaded default scenario the oracle only starts and grows jobs (true speeds do
+    not change and every job has room for its best shape), which the joint env can express: both
+    doors give the same metrics. (Optimus' own estimates change, so it shrinks jobs, and it touches
+    more jobs than the env's slots show.)"""
+    want = dlclusterenv.make_sim("default", 0).run(baselines.make("optimus-oracle")).summary()
+    assert (want["jobs_finished"], want["jobs_unfinished"]) == (60, 0)
+    env = gym.make("DLClusterJoint-v0", scenario="default")
+    assert SchedulerAdapter(env, baselines.make("optimus-oracle")).run(0).summary() == want
