@@ -81,16 +81,23 @@ class FlowGraph:
     def n_arcs(self) -> int:
         return len(self.app_cap) + len(self.task_app) + len(self.arc_task) + len(self.target_cap)
 
-    def _edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(tails, heads, capacities, costs); vertices: Source 0, apps, tasks, targets, Sink last."""
+    def edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+        """(tails, heads, capacities, costs, sink); vertices: Source 0, apps, tasks, targets, Sink."""
         a, t, m = len(self.app_cap), len(self.task_app), len(self.target_cap)
         app0, task0, tgt0, sink = 1, 1 + a, 1 + a + t, 1 + a + t + m
-        i64 = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
-        tails = np.concatenate([np.zeros(a), app0 + i64(self.task_app), task0 + i64(self.arc_task), tgt0 + np.arange(m)])
-        heads = np.concatenate([app0 + np.arange(a), task0 + np.arange(t), tgt0 + i64(self.arc_target), np.full(m, sink)])
-        caps = np.concatenate([i64(self.app_cap), np.ones(t), np.ones(len(self.arc_task)), i64(self.target_cap)])
-        costs = np.concatenate([i64(self.app_cost), np.zeros(t), i64(self.arc_cost), i64(self.target_cost)])
-        return i64(tails), i64(heads), i64(caps), i64(costs)
+        parts = [  # (tails, heads, capacities, costs) of the four layers
+            (np.zeros(a), app0 + np.arange(a), self.app_cap, self.app_cost),
+            (app0 + _i64(self.task_app), task0 + np.arange(t), np.ones(t), np.zeros(t)),
+            (task0 + _i64(self.arc_task), tgt0 + _i64(self.arc_target), np.ones(len(self.arc_cost)),
+             self.arc_cost),
+            (tgt0 + np.arange(m), np.full(m, sink), self.target_cap, self.target_cost),
+        ]
+        tails, heads, caps, costs = (_i64(np.concatenate([p[k] for p in parts])) for k in range(4))
+        return tails, heads, caps, costs, sink
+
+
+def _i64(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.int64)
 
 
 def solve(g: FlowGraph, solver: str = "auto") -> tuple[np.ndarray, int]:
@@ -100,31 +107,31 @@ def solve(g: FlowGraph, solver: str = "auto") -> tuple[np.ndarray, int]:
         solver = "ortools" if g.n_arcs() >= SOLVER_THRESHOLD_ARCS else "networkx"
     if solver not in ("networkx", "ortools"):
         raise ValueError(f"unknown solver {solver!r}; use 'auto', 'networkx' or 'ortools'")
-    tails, heads, caps, costs = g._edges()
-    used, cost = (_solve_networkx if solver == "networkx" else _solve_ortools)(tails, heads, caps, costs)
-    first = len(g.app_cap) + len(g.task_app)  # the Task -> Node arcs, in g.arc_* order
     sent = np.full(len(g.task_app), -1, dtype=np.int64)
+    if len(g.arc_task) == 0:
+        return sent, 0  # no task can reach a node: the maximum flow is 0
+    tails, heads, caps, costs, sink = g.edges()
+    fn = _solve_networkx if solver == "networkx" else _solve_ortools
+    used, cost = fn(tails, heads, caps, costs, sink)
+    first = len(g.app_cap) + len(g.task_app)  # the Task -> Node arcs, in g.arc_* order
     on = used[first : first + len(g.arc_task)] > 0
-    sent[np.asarray(g.arc_task)[on]] = np.asarray(g.arc_target)[on]
+    sent[_i64(g.arc_task)[on]] = _i64(g.arc_target)[on]
     return sent, cost
 
 
-def _solve_networkx(tails, heads, caps, costs) -> tuple[np.ndarray, int]:
+def _solve_networkx(tails, heads, caps, costs, sink) -> tuple[np.ndarray, int]:
     G = nx.DiGraph()
-    source, sink = 0, int(max(heads.max(initial=0), tails.max(initial=0)))
-    G.add_nodes_from([source, sink])
     for u, v, c, w in zip(tails.tolist(), heads.tolist(), caps.tolist(), costs.tolist()):
         G.add_edge(u, v, capacity=c, weight=w)
-    flow = nx.max_flow_min_cost(G, source, sink)
+    flow = nx.max_flow_min_cost(G, 0, sink)
     used = np.array([flow[u][v] for u, v in zip(tails.tolist(), heads.tolist())], dtype=np.int64)
     return used, int(nx.cost_of_flow(G, flow))
 
 
-def _solve_ortools(tails, heads, caps, costs) -> tuple[np.ndarray, int]:
+def _solve_ortools(tails, heads, caps, costs, sink) -> tuple[np.ndarray, int]:
     smcf = min_cost_flow.SimpleMinCostFlow()
     arcs = smcf.add_arcs_with_capacity_and_unit_cost(tails, heads, caps, costs)
-    sink = int(max(heads.max(initial=0), tails.max(initial=0)))
-    total = int(caps[tails == 0].sum())
+    total = int(caps[tails == 0].sum())  # every task could be sent; the solver sends what fits
     smcf.set_node_supply(0, total)
     smcf.set_node_supply(sink, -total)
     status = smcf.solve_max_flow_with_min_cost()
@@ -220,8 +227,8 @@ def _ms(seconds) -> np.ndarray:
 
 
 def slots(cap: Capacity, d: Demand) -> np.ndarray:
-    """How many tasks of demand `d` fit on each node in `cap`."""
-    k = np.full(len(cap.cpu), np.iinfo(np.int64).max // 4, dtype=np.int64)
+    """How many tasks of demand `d` fit on each node in `cap` (at most 2^31)."""
+    k = np.full(len(cap.cpu), 2**31, dtype=np.int64)
     for free, need in ((cap.cpu, d.cpu), (cap.mem, d.mem_gb), (cap.gpu, d.gpu), (cap.bw, d.bw_MBps * 1e6)):
         if need > 0:
             k = np.minimum(k, np.floor(np.maximum(free, 0) / need + 1e-9).astype(np.int64))
@@ -257,7 +264,7 @@ class D2S(Scheduler):
         self.solver = solver
         self.input_bytes = InputSizes(zoo)
 
-    def _stage(self, cap: Capacity, full: Capacity, nt: np.ndarray, ft: dict, rank: dict, groups: list[_Group]):
+    def _stage(self, cap: Capacity, full: Capacity, nt: np.ndarray, ft: dict, rank: dict, groups: list):
         """Build and solve one flow over `groups`. Returns (placed: job -> {task: node}, waiting
         job ids, short job ids); placed jobs are charged on `cap`."""
         n = len(cap.cpu)
@@ -326,13 +333,13 @@ class D2S(Scheduler):
     def decide(self, view: ClusterView) -> Decision:
         c = view.cluster
         cap = Capacity.of(view)
-        full = Capacity(c.cpus.astype(float), c.memory.astype(float), c.nic.astype(float), c.gpus.astype(np.int64))
+        full = Capacity(c.cpus * 1.0, c.memory * 1.0, c.nic * 1.0, c.gpus.astype(np.int64))  # nodes empty
         band = bandwidth(c)
         nt = waiting_times(view)
         jobs = {j.job_id: j for j in view.pending}
         ft = {jid: residual_time(j) for jid, j in jobs.items()}  # Eq. (5)
         rank = {jid: (ft[jid], j.arrival_s, k) for k, (jid, j) in enumerate(jobs.items())}
-        tt_w = {jid: worker_transfer(j, self.input_bytes(j), band) for jid, j in jobs.items()}  # Eq. (1)
+        tt_w = {jid: worker_transfer(j, self.input_bytes(j), band) for jid, j in jobs.items()}  # Eq. 1
         active = list(jobs)
         solo = None  # a job solved alone: how a round goes on when the flow left every job short
         d = Decision()
@@ -340,7 +347,8 @@ class D2S(Scheduler):
             batch = [solo] if solo else active
             # flow 1: the map tasks (workers) of the jobs in the batch
             groups = [
-                _Group(jobs[j], [f"{j}/w{i}" for i in range(jobs[j].num_workers)], jobs[j].worker_demand, tt_w[j])
+                _Group(jobs[j], [f"{j}/w{i}" for i in range(jobs[j].num_workers)], jobs[j].worker_demand,
+                       tt_w[j])
                 for j in batch
             ]
             placed_w, waiting, short = self._stage(cap, full, nt, ft, rank, groups)
@@ -348,10 +356,12 @@ class D2S(Scheduler):
             groups = []
             for jid, where in placed_w.items():
                 j = jobs[jid]
-                tt = ps_transfer(j, list(where.values()), band)
-                groups.append(_Group(j, [f"{jid}/ps{i}" for i in range(j.num_ps)], j.ps_demand, np.tile(tt, (j.num_ps, 1))))
-            placed_p, waiting_p, short_p = self._stage(cap, full, nt, ft, rank, groups) if groups else ({}, set(), set())
-            for jid in sorted(waiting_p | short_p):  # the job cannot start whole: its workers give back
+                tt = np.tile(ps_transfer(j, list(where.values()), band), (j.num_ps, 1))
+                groups.append(_Group(j, [f"{jid}/ps{i}" for i in range(j.num_ps)], j.ps_demand, tt))
+            placed_p, waiting_p, short_p = {}, set(), set()
+            if groups:
+                placed_p, waiting_p, short_p = self._stage(cap, full, nt, ft, rank, groups)
+            for jid in sorted(waiting_p | short_p):  # the job cannot start whole: workers give back
                 for n in placed_w[jid].values():
                     cap.take(n, jobs[jid].worker_demand, -1)
             for jid, where in placed_p.items():

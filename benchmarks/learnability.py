@@ -3,7 +3,8 @@ cross-node traffic in the default scenario (issue #2; at most 10 minutes on 2 co
 
     python benchmarks/learnability.py [--timesteps 60000] [--eval-seeds 3]
 
-Reward: minus cross-node GB, scaled by 1e-4 so returns are O(100). The env is work-conserving (defer only when a task fits nowhere), so
+Reward: minus cross-node GB, scaled by 1e-4 so returns are O(100), with potential-based shaping
+(the env option `shaping`) so each placement is charged its future traffic when it is made. The env is work-conserving (defer only when a task fits nowhere), so
 the policy cannot cut traffic by never starting jobs — an earlier run without that learned exactly
 this. Evaluation on held-out seeds (1000+); both policies only ever take
 actions their masks allow; the random policy picks uniformly among them. Prints both figures.
@@ -19,9 +20,10 @@ import numpy as np
 from sb3_contrib import MaskablePPO
 
 import dlclusterenv  # noqa: F401  (registers the envs)
+from agents.policies import NodeScoringPolicy
 
 ENV = "DLClusterPlace-v0"
-KW = {"scenario": "default", "reward": {"traffic": 1e-4}, "work_conserving": True}
+KW = {"scenario": "default", "reward": {"traffic": 1e-4}, "work_conserving": True, "shaping": True}
 
 
 def episode(env, act) -> dict:
@@ -49,10 +51,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--timesteps", type=int, default=60_000)
     ap.add_argument("--eval-seeds", type=int, default=3)
+    ap.add_argument("--policy", choices=("node", "mlp"), default="node",
+                    help="node: agents.policies.NodeScoringPolicy; mlp: SB3's MultiInputPolicy")
     a = ap.parse_args()
     env = gym.make(ENV, **KW)
     model = MaskablePPO(
-        "MultiInputPolicy", env, n_steps=2048, batch_size=256, n_epochs=4, gamma=0.999,
+        NodeScoringPolicy if a.policy == "node" else "MultiInputPolicy", env, n_steps=2048, batch_size=256, n_epochs=4, gamma=0.999,
         learning_rate=3e-4, ent_coef=0.01, seed=0, device="cpu", verbose=0,
     )
     t0 = time.perf_counter()

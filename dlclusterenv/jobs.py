@@ -114,6 +114,7 @@ class Job:
     n_placed: int = 0  # tasks on a node now (kept by the Simulator)
     plan: object = None  # speed.JobPlan cache, dropped by touch()
     share: float | None = None  # dominant-share cache, dropped by touch()
+    proj: float | None = None  # cross-node bytes per step of the placed tasks, dropped by touch()
 
     def __post_init__(self) -> None:
         self.job_id = self.spec.job_id
@@ -160,6 +161,7 @@ class Job:
         """A task moved or a limit changed: drop what was cached from the placement."""
         self.plan = None
         self.share = None
+        self.proj = None
 
     def observe(self, t0_steps: float, speed: float, dt: float) -> None:
         """Record what a real cluster would show after running `dt` seconds at `speed`.

@@ -21,7 +21,7 @@ from .cluster import Cluster
 from .config import ModelZoo
 from .jobs import DONE, PENDING, RUNNING, Job, JobSpec, Task, convergence_epoch, stop_delta
 from .metrics import Metrics, summarize
-from .speed import PackingModel, Rates, compute_rates, link_capacity
+from .speed import PackingModel, Rates, compute_rates, job_comm, link_capacity
 
 EPS = 1e-9
 # Packing slowdown fitted to Gavel's co-location throughputs (stanford-futuredata/gavel @c4fa400,
@@ -630,6 +630,22 @@ class Simulator:
 
     def metrics(self) -> Metrics:
         return summarize(self)
+
+    def projected_cross_node_bytes(self) -> float:
+        """Cross-node bytes the placed tasks of active jobs will still move if nothing changes:
+        per-step bytes among placed tasks x true remaining steps (a potential for reward shaping;
+        uses the engine's truth, which a reward may, and an observation may not)."""
+        total = 0.0
+        for job in self._active:
+            if job.proj is None:
+                ps = np.array([t.node for t in job.ps_tasks() if t.node >= 0], dtype=np.int64)
+                ws = np.array([t.node for t in job.worker_tasks() if t.node >= 0], dtype=np.int64)
+                job.proj = 0.0
+                if len(ps) and len(ws):
+                    per_step = 1.0 if job.model.sync else 1.0 / job.num_workers
+                    job.proj = job_comm(self.cluster, job, ps, ws).cross_node * per_step
+            total += job.proj * (job.total_steps - job.steps_done)
+        return total
 
     def isolated_speed(self, job_id: str, ps_nodes: list[int], worker_nodes: list[int]) -> float:
         """True speed of a job alone on an empty cluster with this placement (oracles, tests)."""

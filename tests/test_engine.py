@@ -41,3 +41,29 @@ def test_scheduler_that_never_places_ends_with_jobs_unfinished():
 
     m = make_sim("tiny", 0).run(Idle())
     assert m.jobs_finished == 0 and m.jobs_unfinished == 8
+
+
+def test_traffic_shaping_changes_when_not_how_much():
+    """Potential-based shaping (Ng et al. 1999): the shaped episode return equals the unshaped
+    one (the potential starts and ends at 0), but the charge arrives at placement time."""
+    import gymnasium as gym
+    import numpy as np
+
+    totals, first_charge = {}, {}
+    for shaping in (False, True):
+        env = gym.make("DLClusterPlace-v0", scenario="tiny", reward="traffic", shaping=shaping)
+        env.reset(seed=0)
+        rng = np.random.default_rng(0)
+        total, step, done = 0.0, 0, False
+        while not done:
+            a = int(rng.choice(np.flatnonzero(env.unwrapped.action_masks())))
+            _, r, term, trunc, info = env.step(a)
+            total += r
+            step += 1
+            if r != 0 and shaping not in first_charge:
+                first_charge[shaping] = step
+            done = term or trunc
+        totals[shaping] = total
+        assert abs(total + info["metrics"]["cross_node_gb"]) < 1e-6 * abs(total)
+    assert abs(totals[True] - totals[False]) < 1e-6 * abs(totals[False])
+    assert first_charge[True] < first_charge[False]

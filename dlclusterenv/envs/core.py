@@ -46,6 +46,7 @@ class ClusterEnv(gym.Env):
         time_scale_s: float = 3600.0,
         invalid_penalty: float = 1.0,
         max_steps: int = 20_000,
+        shaping: bool = False,
         render_mode: str | None = None,
     ):
         if config is not None:  # YAML whose keys are these keyword arguments
@@ -53,7 +54,7 @@ class ClusterEnv(gym.Env):
             if not isinstance(kw, dict):
                 raise ConfigError(f"{config}: expected a mapping of env keyword arguments")
             allowed = {"scenario", "max_nodes", "max_jobs", "reward", "time_scale_s",
-                       "invalid_penalty", "max_steps"} | set(self._extra_kwargs())
+                       "invalid_penalty", "max_steps", "shaping"} | set(self._extra_kwargs())
             for k in kw:
                 if k not in allowed:
                     raise ConfigError(f"{config}: {k}: unknown env option (known: {sorted(allowed)})")
@@ -64,6 +65,7 @@ class ClusterEnv(gym.Env):
             time_scale_s = kw.pop("time_scale_s", time_scale_s)
             invalid_penalty = kw.pop("invalid_penalty", invalid_penalty)
             max_steps = kw.pop("max_steps", max_steps)
+            shaping = kw.pop("shaping", shaping)
             self._config_extra = kw
         else:
             self._config_extra = {}
@@ -83,6 +85,7 @@ class ClusterEnv(gym.Env):
         self.time_scale_s = time_scale_s
         self.invalid_penalty = invalid_penalty
         self.max_steps = max_steps
+        self.shaping = bool(shaping) and "traffic" in weights
         self.render_mode = render_mode
         self.observation_space = spaces.Dict(
             {
@@ -189,21 +192,25 @@ class ClusterEnv(gym.Env):
         return None, None
 
     # ------------------------------------------------------------------ reward
-    def _totals(self) -> tuple[float, float, float, float]:
+    def _totals(self) -> tuple[float, ...]:
         t = self.sim.totals
-        return (t.job_seconds, self.sim.now, t.cross_node_bytes, t.gpu_busy_s)
+        phi = -self.sim.projected_cross_node_bytes() if self.shaping else 0.0
+        return (t.job_seconds, self.sim.now, t.cross_node_bytes, t.gpu_busy_s, phi)
 
     def _reward(self) -> float:
         """Weighted sum of the chosen terms over the time just simulated:
         jct: minus jobs in system x hours (sums to minus total JCT); makespan: minus hours elapsed;
-        traffic: minus GB across nodes; utilisation: busy GPU fraction x hours."""
+        traffic: minus GB across nodes; utilisation: busy GPU fraction x hours. With `shaping`, the
+        traffic term also gets the potential-based shaping Phi(s') - Phi(s) (Ng et al., ICML'99;
+        optimal policies unchanged), Phi = minus the cross-node GB the placed tasks will still
+        move, so a placement is charged its traffic when it is made, not hours later."""
         now = self._totals()
         d = [b - a for a, b in zip(self._mark, now)]
         self._mark = now
         terms = {
             "jct": -d[0] / self.time_scale_s,
             "makespan": -d[1] / self.time_scale_s,
-            "traffic": -d[2] / 1e9,
+            "traffic": (d[4] - d[2]) / 1e9,
             "utilisation": d[3] / max(self.cluster.n_gpus, 1) / self.time_scale_s,
         }
         return sum(w * terms[k] for k, w in self.reward_weights.items())

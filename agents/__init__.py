@@ -1,0 +1,1 @@
+"""Learned schedulers: policies with the cluster's structure, trained with stable-baselines3."""
