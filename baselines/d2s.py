@@ -55,7 +55,7 @@ from ortools.graph.python import min_cost_flow
 
 from dlclusterenv.api import ClusterView, Decision, JobView, Scheduler
 from dlclusterenv.cluster import Cluster
-from dlclusterenv.config import Demand, ModelZoo, load_zoo
+from dlclusterenv.config import Demand
 from dlclusterenv.placers import Capacity
 
 # networkx's network simplex is pure Python: fine for a few thousand arcs, slow past that; at and
@@ -141,26 +141,6 @@ def _solve_ortools(tails, heads, caps, costs, sink) -> tuple[np.ndarray, int]:
 
 
 # ----------------------------------------------------------------------------- the cost model
-class InputSizes:
-    """Input bytes per step of each model. The JobView does not carry them; D²S knows them (the
-    sizes of the input files in HDFS), so they are read from the model zoo the jobs come from
-    (configs/models.yaml unless another zoo is given)."""
-
-    def __init__(self, zoo: ModelZoo | None = None):
-        self._zoo = zoo
-
-    def __call__(self, job: JobView) -> float:
-        if self._zoo is None:
-            self._zoo = load_zoo()
-        try:
-            return self._zoo.models[job.model].input_bytes_per_step
-        except KeyError:
-            raise KeyError(
-                f"job {job.job_id}: model {job.model!r} is not in the zoo D²S/OTEA read input sizes "
-                "from; pass zoo= with the scenario's models"
-            ) from None
-
-
 def bandwidth(cluster: Cluster) -> np.ndarray:
     """band[d, m] in bytes/s: the capacity of the path from node d to node m; inf on the diagonal."""
     nic = cluster.nic
@@ -258,11 +238,10 @@ class _Group:
 class D2S(Scheduler):
     name = "d2s"
 
-    def __init__(self, solver: str = "auto", zoo: ModelZoo | None = None):
+    def __init__(self, solver: str = "auto"):
         if solver not in ("auto", "networkx", "ortools"):
             raise ValueError(f"unknown solver {solver!r}; use 'auto', 'networkx' or 'ortools'")
         self.solver = solver
-        self.input_bytes = InputSizes(zoo)
 
     def _stage(self, cap: Capacity, full: Capacity, nt: np.ndarray, ft: dict, rank: dict, groups: list):
         """Build and solve one flow over `groups`. Returns (placed: job -> {task: node}, waiting
@@ -339,7 +318,7 @@ class D2S(Scheduler):
         jobs = {j.job_id: j for j in view.pending}
         ft = {jid: residual_time(j) for jid, j in jobs.items()}  # Eq. (5)
         rank = {jid: (ft[jid], j.arrival_s, k) for k, (jid, j) in enumerate(jobs.items())}
-        tt_w = {jid: worker_transfer(j, self.input_bytes(j), band) for jid, j in jobs.items()}  # Eq. 1
+        tt_w = {jid: worker_transfer(j, j.input_bytes_per_step, band) for jid, j in jobs.items()}  # Eq. 1
         active = list(jobs)
         solo = None  # a job solved alone: how a round goes on when the flow left every job short
         d = Decision()

@@ -20,17 +20,13 @@ from __future__ import annotations
 import numpy as np
 
 from dlclusterenv.api import ClusterView, Decision, Scheduler
-from dlclusterenv.config import ModelZoo
 from dlclusterenv.placers import Capacity
 
-from .d2s import InputSizes, bandwidth, ps_transfer, worker_transfer
+from .d2s import bandwidth, ps_transfer, worker_transfer
 
 
 class OTEA(Scheduler):
     name = "otea"
-
-    def __init__(self, zoo: ModelZoo | None = None):
-        self.input_bytes = InputSizes(zoo)
 
     def _best(self, cost: np.ndarray, ok: np.ndarray) -> int:
         """The free node of least transfer time, a random one among equals; -1 if none fits."""
@@ -47,7 +43,7 @@ class OTEA(Scheduler):
         for job in view.pending:
             out: dict[str, int] = {}
             taken = []
-            tt = worker_transfer(job, self.input_bytes(job), band)  # Eq. (1)
+            tt = worker_transfer(job, job.input_bytes_per_step, band)  # Eq. (1)
             workers: list[int] = []
             for i in range(job.num_workers):
                 n = self._best(tt[i], cap.fits(job.worker_demand))

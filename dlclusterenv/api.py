@@ -87,6 +87,8 @@ class JobView:
     gpu_util: float  # profiled utilisation alone (Gandiva-style introspection)
     gpu_mem_gb: float
     steps_per_epoch: int
+    input_bytes_per_step: float  # input read per step (global batch), from the job's data set
+    dataset_bytes: float
     max_epochs: int  # the user's epoch budget
     rel_delta: float  # the user's stopping rule: stop at the first epoch improving by less
     steps_done: float

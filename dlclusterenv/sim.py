@@ -160,6 +160,8 @@ class Simulator:
             gpu_util=m.gpu_util,
             gpu_mem_gb=m.gpu_mem_gb,
             steps_per_epoch=m.steps_per_epoch,
+            input_bytes_per_step=m.input_bytes_per_step,
+            dataset_bytes=m.dataset_bytes,
             max_epochs=m.convergence.max_epochs,
             rel_delta=job.rel_delta,
             steps_done=job.steps_done,

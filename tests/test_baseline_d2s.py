@@ -151,9 +151,9 @@ def test_waits_for_busy_local_node_when_cheaper():
     """Eq. 3: 1 MB per step -> 10 GB over 10 MB/s = 1,000 s > 900 s of waiting: J waits for n0.
     0.5 MB per step -> 500 s < 900 s: J goes to n1 now, its PS with it (Eq. 2: 0 on n1)."""
     view, zoo = wait_or_remote(1e6)
-    assert decide("d2s", view, zoo=zoo) == {}
+    assert decide("d2s", view) == {}
     view, zoo = wait_or_remote(0.5e6)
-    assert decide("d2s", view, zoo=zoo) == {"J/w0": 1, "J/ps0": 1}
+    assert decide("d2s", view) == {"J/w0": 1, "J/ps0": 1}
 
 
 def competing_for_one_local_slot():
@@ -170,7 +170,7 @@ def test_global_flow_gives_the_local_slot_to_the_bigger_reader():
     """The flow minimises the total transfer (Eq. 6-7): n0 to B (saves 10,000 * 1 MB / 100 MB/s =
     100 s) rather than to A (25 s), although A came first; each PS joins its worker."""
     view, zoo = competing_for_one_local_slot()
-    assert decide("d2s", view, zoo=zoo) == {"B/w0": 0, "B/ps0": 0, "A/w0": 1, "A/ps0": 1}
+    assert decide("d2s", view) == {"B/w0": 0, "B/ps0": 0, "A/w0": 1, "A/ps0": 1}
 
 
 def test_whole_job_or_nothing():
@@ -178,7 +178,7 @@ def test_whole_job_or_nothing():
     cluster = make_cluster(racks=1, nodes_per_rack=2, cpus=16, memory_gb=64, gpus=1, gpu_memory_gb=12)
     zoo = make_zoo(m=gpu_model(0.0))
     sim = make_sim(cluster, zoo, [("A", "m", 1, 3, (0,)), ("B", "m", 1, 2, (1,))])
-    place = decide("d2s", sim.view(), zoo=zoo)
+    place = decide("d2s", sim.view())
     assert {t.split("/")[0] for t in place} == {"B"}
     assert sorted(n for t, n in place.items() if "/w" in t) == [0, 1]
 

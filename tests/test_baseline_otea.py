@@ -23,14 +23,14 @@ def test_takes_a_remote_free_node_instead_of_waiting():
     """Where D²S waits 900 s for the busy data-local node (test_baseline_d2s), OTEA starts the job
     now on the only free node, across the racks, with its PS beside the worker."""
     view, zoo = wait_or_remote(1e6)
-    assert decide("otea", view, zoo=zoo) == {"J/w0": 1, "J/ps0": 1}
+    assert decide("otea", view) == {"J/w0": 1, "J/ps0": 1}
 
 
 def test_first_come_takes_the_local_slot():
     """Greedy per application: A, first in line, takes the data-local n0 although B would save 4x
     more transfer there (D²S's flow gives n0 to B)."""
     view, zoo = competing_for_one_local_slot()
-    assert decide("otea", view, zoo=zoo) == {"A/w0": 0, "A/ps0": 0, "B/w0": 1, "B/ps0": 1}
+    assert decide("otea", view) == {"A/w0": 0, "A/ps0": 0, "B/w0": 1, "B/ps0": 1}
 
 
 def test_locality_order_and_ps_with_workers():
@@ -42,7 +42,7 @@ def test_locality_order_and_ps_with_workers():
     zoo = make_zoo(m=gpu_model(1e6))
     sim = make_sim(cluster, zoo, [("R", "m", 1, 1), ("J", "m", 1, 1, (0,)), ("K", "m", 1, 1, (2,))])
     sim.apply(Decision(place={"R/ps0": 0, "R/w0": 0}))
-    assert decide("otea", sim.view(), zoo=zoo) == {"J/w0": 1, "J/ps0": 1, "K/w0": 2, "K/ps0": 2}
+    assert decide("otea", sim.view()) == {"J/w0": 1, "J/ps0": 1, "K/w0": 2, "K/ps0": 2}
 
 
 @pytest.fixture(scope="module")

@@ -45,7 +45,7 @@ class ClusterEnv(gym.Env):
         reward: str | dict[str, float] = "jct",
         time_scale_s: float = 3600.0,
         invalid_penalty: float = 1.0,
-        max_steps: int = 20_000,
+        max_steps: int = 1_000_000,
         shaping: bool = False,
         render_mode: str | None = None,
     ):
