@@ -58,6 +58,10 @@ Choices where the sources leave room:
   nothing is preempted (progress kept), as [code] leaves it pending. At arrivals and completions in
   between, running jobs are left alone and only pending jobs are allocated, by the same heuristic,
   in the free resources, so a new job does not idle until the next interval.
+- Never more PS than workers: the fitted speed model has no samples with p > w, where its t4*p
+  term is unidentified and the t2*w/p term keeps promising gains, so unbounded it would give a
+  3-worker job hundreds of PS (seen on the default scenario). Every job the paper describes has
+  p <= w.
 - `optimus-oracle` replaces both models by the truth (view.oracle): remaining steps, and the job's
   true speed alone on the cluster under the layout the round would give it. No profiling, no early
   downgrade. An upper bound on what better prediction buys, not the paper's system.
@@ -351,6 +355,8 @@ def allocate(
         f0 = job.speed(p, w, now if job.placed_speed else None)
         out = []
         for pw, d in (((p + 1, w), job.ps), ((p, w + 1), job.worker)):
+            if pw[0] > pw[1]:
+                continue  # never more PS than workers (see the module docstring)
             got = layout(job, *pw) if job.placed_speed else None
             if job.placed_speed and got is None:
                 continue

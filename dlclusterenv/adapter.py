@@ -6,9 +6,10 @@ scheduler either way gives identical metrics (tests/test_adapter.py). A decision
 express raises AdapterError naming the job or task, instead of being silently changed:
 - DLClusterPlace: placements of unplaced tasks on nodes only (no resizing, migration, preemption,
   limits, GPU slots or GPU modes).
-- DLClusterAlloc / DLClusterJoint: starting pending jobs with all their tasks placed, and growing
-  running jobs with new tasks; in DLClusterAlloc the env's placer must put each task where the
-  scheduler did.
+- DLClusterJoint: any allocation, placement (on nodes, not GPU slots), migration or preemption
+  that leaves every touched job fully placed or not placed at all.
+- DLClusterAlloc: starting pending jobs and growing running ones; the env's placer must put each
+  task where the scheduler did.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class SchedulerAdapter:
         self.scheduler = scheduler
         self.env.decision_hook = self._on_decision
         self._decision = Decision()
-        self._plan: list[tuple[int, str, int]] = []  # (slot, role, node) for proposal envs
+        self._plan: list[int] = []  # env actions still to take, for proposal envs
 
     def _on_decision(self, env) -> None:
         sim = env.sim
@@ -44,10 +45,10 @@ class SchedulerAdapter:
         d = self.scheduler.decide(view)
         sim.totals.decision_s.append(time.perf_counter() - t0)
         self._decision = d
-        if d.preempt or d.cpu_limits or d.gpu_mode:
+        if d.cpu_limits or d.gpu_mode or (d.preempt and isinstance(env, PlacementEnv)):
             raise AdapterError(
-                f"{type(env).__name__} cannot express preempt/cpu_limits/gpu_mode "
-                f"(got preempt={d.preempt}, cpu_limits={d.cpu_limits}, gpu_mode={d.gpu_mode})"
+                f"{type(env).__name__} cannot express this decision's "
+                f"preempt={d.preempt}, cpu_limits={d.cpu_limits}, gpu_mode={d.gpu_mode}"
             )
         if isinstance(env, PlacementEnv):
             self._check_placement(env, d)
@@ -70,34 +71,49 @@ class SchedulerAdapter:
                     "(only unplaced tasks of visible jobs, on a node without a GPU slot)"
                 )
 
-    def _proposal_plan(self, env: _ProposalEnv, d: Decision) -> list[tuple[int, str, int]]:
+    def _proposal_plan(self, env: _ProposalEnv, d: Decision) -> list[int]:
+        """The env actions that rebuild the decision's final state: releases first, then adds."""
         sim = env.sim
         slots = {j.job_id: i for i, j in enumerate(env.slots())}
-        jobs = {tid.rpartition("/")[0] for tid in d.place} | set(d.allocate)
-        plan = []
+        joint = isinstance(env, JointEnv)
+        jobs = {tid.rpartition("/")[0] for tid in d.place} | set(d.allocate) | set(d.preempt)
+        releases, adds = [], []
         for jid in sorted(jobs, key=lambda j: slots.get(j, 1 << 30)):
             job = sim.job(jid)
             if jid not in slots:
                 raise AdapterError(f"job {jid!r} is not in the env's {env.max_jobs} visible slots")
+            slot = slots[jid]
+            if jid in d.preempt:
+                if not joint:
+                    raise AdapterError(f"DLClusterAlloc cannot preempt job {jid!r}")
+                releases.append(env.encode_release(slot))
+                continue
             p, w = d.allocate.get(jid, (job.num_ps, job.num_workers))
+            final = {}  # task id -> node after the decision
+            for prefix, n, old in (("ps", p, job.ps_tasks()), ("w", w, job.worker_tasks())):
+                for i in range(n):
+                    tid = f"{jid}/{prefix}{i}"
+                    target = d.place.get(tid, old[i].node if i < len(old) else -1)
+                    if isinstance(target, tuple):
+                        raise AdapterError(f"{type(env).__name__} cannot place {tid!r} on a GPU slot")
+                    final[tid] = sim._node(target, f"place[{tid!r}]") if target != -1 else -1
+            if any(n < 0 for n in final.values()):
+                raise AdapterError(f"{type(env).__name__} cannot leave job {jid!r} partly placed")
             p0, w0 = env._base(job)
-            if p < p0 or w < w0:
-                raise AdapterError(f"{type(env).__name__} cannot shrink job {jid!r} to {(p, w)}")
+            growth = p >= p0 and w >= w0 and all(
+                final[t.task_id] == t.node for t in job.ps_tasks()[:p0] + job.worker_tasks()[:w0]
+            )
+            if not growth:
+                if not joint:
+                    raise AdapterError(f"DLClusterAlloc can only grow job {jid!r}, not {(p, w)}")
+                releases.append(env.encode_release(slot))
+                p0 = w0 = 0
+            # workers first, the order placers.place_job uses (matters for DLClusterAlloc)
             for role, prefix, lo, hi in (("worker", "w", w0, w), ("ps", "ps", p0, p)):
                 for i in range(lo, hi):
-                    tid = f"{jid}/{prefix}{i}"
-                    if tid not in d.place or isinstance(d.place[tid], tuple):
-                        raise AdapterError(
-                            f"{type(env).__name__} needs every new task placed on a node: {tid!r}"
-                        )
-                    plan.append((slots[jid], role, sim._node(d.place[tid], f"place[{tid!r}]")))
-            for tid in d.place:
-                if tid.rpartition("/")[0] == jid:
-                    idx = int(tid.rsplit("/", 1)[1].lstrip("psw"))
-                    existing = idx < (p0 if "/ps" in tid else w0)
-                    if existing:
-                        raise AdapterError(f"{type(env).__name__} cannot migrate {tid!r}")
-        return plan
+                    node = final[f"{jid}/{prefix}{i}"]
+                    adds.append(env.encode(slot, role, node) if joint else 2 * slot + ROLES.index(role))
+        return releases + adds
 
     def act(self) -> int:
         """The env action that carries out the current decision."""
@@ -110,10 +126,13 @@ class SchedulerAdapter:
             if isinstance(env, AllocationEnv):
                 self._check_placer(env)
             return env.action_space.n - 1
-        slot, role, node = self._plan.pop(0)
-        if isinstance(env, JointEnv):
-            return env.encode(slot, role, node)
-        return 2 * slot + ROLES.index(role)
+        a = self._plan.pop(0)
+        if not env.action_masks()[a]:
+            raise AdapterError(
+                f"{type(env).__name__} cannot carry out this decision: action {a} is masked "
+                f"(e.g. a job over the env's {env.max_tasks_per_job} tasks)"
+            )
+        return a
 
     def _check_placer(self, env: AllocationEnv) -> None:
         d = self._decision

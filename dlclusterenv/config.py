@@ -53,6 +53,12 @@ class Overheads(_Strict):
     checkpoint_MBps: float = Field(default=200.0, gt=0, description="checkpoint write/read speed")
     suspend_resume_s: float = Field(default=0.1, ge=0, description="per time-slice switch")
     time_slice_s: float = Field(default=60.0, gt=0, description="round-robin quantum")
+    rpc_s: float = Field(
+        default=0.0005,
+        ge=0,
+        description="fixed cost of one worker-PS request/response (datacenter RPCs take 100s of us:"
+        " Barroso et al., 'Attack of the killer microseconds', CACM 2017)",
+    )
 
 
 class ClusterConfig(_Strict):

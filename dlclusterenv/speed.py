@@ -11,7 +11,9 @@ transfer units matter). Input reads go from the shard's node to the worker over 
 (D²S Eq. 1).
 
 Step time, sync: max over workers of compute (the global batch split over w workers, slowed by the
-worker's CPU or GPU share) + fixed overhead + PS update (w/p gradients per PS) + communication.
+worker's CPU or GPU share) + fixed overhead + PS update (w/p gradients per PS) + communication +
+a fixed RPC cost per worker-PS round trip, rpc_s x (p + w) (a worker talks to p PS, a PS serves w
+workers).
 Async: each worker runs its own loop of compute + overhead + update + communication, and the job's
 speed is the sum of its workers' rates. These give the shape of Optimus' fitted models
 f(p,w) = 1/(t0 M/w + t1 + t2 w/p + t3 w + t4 p) without the engine ever evaluating that formula.
@@ -270,7 +272,9 @@ def compute_rates(
     comm = np.maximum(t_link.max(axis=1), np.array([p.comm.task_time for p in plans]))
     # ---- step time: sync waits for the slowest worker; async workers run their own loops
     w_off = np.concatenate([[0], np.cumsum(n_w)[:-1]])
-    fixed = overhead + comm
+    # per step a worker makes p request/response round trips and a PS serves w of them, each with
+    # a fixed RPC cost: Optimus' t4*p and t3*w terms
+    fixed = overhead + comm + overheads.rpc_s * (n_ps + n_w)
     slowest = np.maximum.reduceat(compute[w_job] / n_w[w_job] / f, w_off)
     s_sync = 1.0 / (slowest + fixed + update * n_w / n_ps / ps_f)
     per_worker = compute[w_job] / f + (fixed + update / n_ps / ps_f)[w_job]

@@ -123,14 +123,21 @@ def test_adapter_place_rejects_resize():
         SchedulerAdapter(make_env("DLClusterPlace-v0"), _Wrapping(_resize)).run(0)
 
 
-@pytest.mark.parametrize("env_id", ["DLClusterPlace-v0", "DLClusterJoint-v0"])
+@pytest.mark.parametrize("env_id", ["DLClusterPlace-v0", "DLClusterAlloc-v0"])
 def test_adapter_rejects_preempt(env_id):
     with pytest.raises(AdapterError, match="preempt"):
         SchedulerAdapter(make_env(env_id), _Wrapping(_preempt)).run(0)
 
 
+def test_joint_env_expresses_preemption():
+    """The joint env's release action: preempting every running job at every decision point gives
+    the same metrics through the env as directly."""
+    want = dlclusterenv.make_sim("tiny", 0).run(_Wrapping(_preempt)).summary()
+    assert SchedulerAdapter(make_env("DLClusterJoint-v0"), _Wrapping(_preempt)).run(0).summary() == want
+
+
 def test_adapter_joint_rejects_gpu_slot():
-    with pytest.raises(AdapterError, match="placed on a node"):
+    with pytest.raises(AdapterError, match="GPU slot"):
         SchedulerAdapter(make_env("DLClusterJoint-v0"), _Wrapping(_gpu_slot)).run(0)
 
 

@@ -113,7 +113,7 @@ def test_listeners_and_back_off_on_the_testbed():
             assert t1 - t0 == pytest.approx(after, abs=2.0)  # next timer run one itval later (2 s ticks)
     assert max(r[2] for r in f.log if r[0] < 200) >= 160.0  # VAE alone in CL: 20 -> 40 -> 80 -> 160
     at_arrival = next(r for r in f.log if r[0] == 200.0)
-    assert at_arrival[5]["j0"] == 0.25 and at_arrival[5]["j1"] > 0.95  # the Sec. 5.3 pattern
+    assert at_arrival[5]["j0"] == 0.25 and at_arrival[5]["j1"] > 0.9  # the Sec. 5.3 pattern
 
 
 @pytest.mark.parametrize("scenario", ["flowcon_fixed", "flowcon_5", "flowcon_10", "flowcon_15"])

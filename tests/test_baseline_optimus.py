@@ -28,7 +28,7 @@ from baselines.optimus import (
     place_even,
     predict_speed,
 )
-from dlclusterenv.adapter import AdapterError, SchedulerAdapter
+from dlclusterenv.adapter import SchedulerAdapter
 from dlclusterenv.config import Demand
 from dlclusterenv.placers import Capacity
 
@@ -207,25 +207,19 @@ def test_bad_options():
         baselines.make("optimus", early_factor=1.5)
 
 
-def test_default_scenario_directly():
-    m = dlclusterenv.make_sim("default", 0).run(baselines.make("optimus"))
-    assert (m.jobs_finished, m.jobs_unfinished) == (60, 0)
-
-
-def test_joint_env_cannot_express_it():
-    """Optimus reallocates every interval from 1 PS + 1 worker, shrinking running jobs: the joint
-    env only starts and grows jobs, and the adapter says so instead of changing the decision."""
+def test_both_front_doors_on_tiny():
+    """Optimus reallocates every interval, shrinking and moving running jobs: the joint env
+    expresses that with its release action, and the metrics are identical."""
+    want = dlclusterenv.make_sim("tiny", 0).run(baselines.make("optimus")).summary()
     env = gym.make("DLClusterJoint-v0", scenario="tiny")
-    with pytest.raises(AdapterError, match="shrink"):
-        SchedulerAdapter(env, baselines.make("optimus")).run(0)
+    assert SchedulerAdapter(env, baselines.make("optimus")).run(0).summary() == want
 
 
-def test_oracle_default_scenario_both_front_doors():
-    """On the lightly loaded default scenario the oracle only starts and grows jobs (true speeds do
-    not change and every job has room for its best shape), which the joint env can express: both
-    doors give the same metrics. (Optimus' own estimates change, so it shrinks jobs, and it touches
-    more jobs than the env's slots show.)"""
-    want = dlclusterenv.make_sim("default", 0).run(baselines.make("optimus-oracle")).summary()
-    assert (want["jobs_finished"], want["jobs_unfinished"]) == (60, 0)
-    env = gym.make("DLClusterJoint-v0", scenario="default")
-    assert SchedulerAdapter(env, baselines.make("optimus-oracle")).run(0).summary() == want
+def test_default_scenario_both_front_doors():
+    """Optimus and its oracle reallocate every interval (growing, shrinking, moving and preempting
+    jobs); the joint env expresses all of it, with every job in view, and the metrics match."""
+    for name in ("optimus", "optimus-oracle"):
+        want = dlclusterenv.make_sim("default", 0).run(baselines.make(name)).summary()
+        assert (want["jobs_finished"], want["jobs_unfinished"]) == (60, 0)
+        env = gym.make("DLClusterJoint-v0", scenario="default", max_jobs=64)
+        assert SchedulerAdapter(env, baselines.make(name)).run(0).summary() == want

@@ -493,3 +493,20 @@ def test_observation_honesty():
     ov = sim.view(oracle=True).oracle
     assert ov is not None and ov.total_steps("J") == job.total_steps
     assert math.isfinite(jv.first_start_s) and jv.first_start_s == 0.0
+
+
+def test_rpc_cost_makes_more_ps_eventually_slower():
+    """Optimus' speed model (seed 003) has t4*p and t3*w terms: per step a worker talks to each PS
+    and a PS serves each worker, at a fixed cost per round trip. With it, adding PS to a one-node
+    job first helps (the PS update splits) and then hurts, so marginal gains turn negative."""
+    cluster = make_cluster(nodes_per_rack=1, cpus=1000, memory_gb=10_000, overheads={"rpc_s": 0.01})
+    zoo = make_zoo(m=model_dict(param_bytes=1e6, step_compute_s=0.4, ps_update_s=0.2))
+    speeds = []
+    for p in (1, 2, 4, 32):
+        sim = make_sim(cluster, zoo, [("J", "m", p, 2)])
+        sim.apply(Decision(place={f"J/ps{i}": 0 for i in range(p)} | {"J/w0": 0, "J/w1": 0}))
+        speeds.append(sim.rates().speed["J"])
+    # step = 0.4/2 + 0.2*2/p + 0.01*(p + 2)
+    want = [1 / (0.2 + 0.4 / p + 0.01 * (p + 2)) for p in (1, 2, 4, 32)]
+    assert speeds == pytest.approx(want, rel=1e-9)
+    assert speeds[1] > speeds[0] and speeds[3] < speeds[2]

@@ -6,8 +6,11 @@ ends with the end-of-round action or when nothing more fits, and is applied as o
 
 - DLClusterAlloc: Discrete(2 * max_jobs + 1): (slot, +PS | +worker), last = end of round; the task
   goes where the named placer (`placer=`: spread | pack) puts it.
-- DLClusterJoint: Discrete(2 * max_jobs * max_nodes + 1): (slot, +PS | +worker, node), last = end
-  of round; allocation and placement together.
+- DLClusterJoint: Discrete(2 * max_jobs * max_nodes + max_jobs + 1): (slot, +PS | +worker, node),
+  then "release slot" for each slot, last = end of round; allocation and placement together.
+  Releasing a job frees its tasks for the round; what is added back for it is its new shape and
+  placement (tasks that stay on their node do not move), and a released job left without a PS
+  and a worker is preempted. So a round can start, grow, shrink, migrate or preempt any job.
 """
 
 from __future__ import annotations
@@ -22,20 +25,40 @@ from .core import ClusterEnv
 ROLES = ("ps", "worker")
 
 
+def _keep_in_place(jid: str, prefix: str, tasks, nodes: list[int]) -> dict[str, int]:
+    """Task id -> node for a released job's new tasks of one role: the first len(nodes) task
+    indices survive a resize, and those already on a proposed node stay there (no migration)."""
+    left = list(nodes)
+    out: dict[str, int] = {}
+    for i, t in enumerate(tasks[: len(nodes)]):
+        if t.node in left:
+            left.remove(t.node)
+            out[f"{jid}/{prefix}{i}"] = t.node
+    free = iter(left)
+    for i in range(len(nodes)):
+        if f"{jid}/{prefix}{i}" not in out:
+            out[f"{jid}/{prefix}{i}"] = next(free)
+    return out
+
+
 class _ProposalEnv(ClusterEnv):
     max_tasks_per_job = 64
 
     def _begin_round(self) -> None:
         self._cap = Capacity.of_sim(self.sim)
         self._added: dict[str, dict[str, list[int]]] = {}
+        self._released: set[str] = set()
         self._ended = False
 
     def _round_over(self) -> bool:
         return self._ended or not self.action_masks()[:-1].any()
 
     def _base(self, job) -> tuple[int, int]:
-        """Counts a proposal grows from: a running job's allocation, zero for a pending one."""
-        return (job.num_ps, job.num_workers) if job.status == "running" else (0, 0)
+        """Counts a proposal grows from: a running job's allocation; zero for a pending or a
+        released one."""
+        if job.status == "running" and job.job_id not in self._released:
+            return job.num_ps, job.num_workers
+        return 0, 0
 
     def _add(self, slot: int, role: str, node: int) -> None:
         job = self.slots()[slot]
@@ -62,21 +85,38 @@ class _ProposalEnv(ClusterEnv):
     def _end_round(self) -> Decision:
         d = Decision()
         for job in self.slots():
-            add = self._added.get(job.job_id)
-            if not add:
-                continue
+            jid = job.job_id
+            add = self._added.get(jid, {"ps": [], "worker": []})
             p0, w0 = self._base(job)
             p, w = p0 + len(add["ps"]), w0 + len(add["worker"])
-            if p < 1 or w < 1:
-                continue  # a pending job needs both a PS and a worker to start
-            jid = job.job_id
+            if p < 1 or w < 1:  # a job needs both a PS and a worker to run
+                if jid in self._released:
+                    d.preempt.append(jid)
+                continue
+            if not add["ps"] and not add["worker"] and jid not in self._released:
+                continue
             if (p, w) != (job.num_ps, job.num_workers):
                 d.allocate[jid] = (p, w)
-            for i, n in enumerate(add["ps"]):
-                d.place[f"{jid}/ps{p0 + i}"] = n
-            for i, n in enumerate(add["worker"]):
-                d.place[f"{jid}/w{w0 + i}"] = n
+            if jid in self._released:  # the new shape, keeping tasks that stay where they are
+                d.place.update(_keep_in_place(jid, "ps", job.ps_tasks(), add["ps"]))
+                d.place.update(_keep_in_place(jid, "w", job.worker_tasks(), add["worker"]))
+            else:
+                for i, n in enumerate(add["ps"]):
+                    d.place[f"{jid}/ps{p0 + i}"] = n
+                for i, n in enumerate(add["worker"]):
+                    d.place[f"{jid}/w{w0 + i}"] = n
         return d
+
+    def _release(self, slot: int) -> None:
+        """Free a job's placed tasks and this round's additions for it, for the rest of the round."""
+        job = self.slots()[slot]
+        for t in job.tasks.values():
+            if t.node >= 0:
+                self._cap.take(t.node, job.model.ps if t.role == "ps" else job.model.worker, -1)
+        for role, nodes in self._added.pop(job.job_id, {}).items():
+            for n in nodes:
+                self._cap.take(n, job.model.ps if role == "ps" else job.model.worker, -1)
+        self._released.add(job.job_id)
 
     def _act(self, a: int) -> None:
         if a == self.action_space.n - 1:
@@ -120,12 +160,19 @@ class AllocationEnv(_ProposalEnv):
 class JointEnv(_ProposalEnv):
     def __init__(self, scenario="default", **kw):
         super().__init__(scenario, **kw)
-        self.action_space = spaces.Discrete(2 * self.max_jobs * self.max_nodes + 1)
+        self._n_add = 2 * self.max_jobs * self.max_nodes
+        self.action_space = spaces.Discrete(self._n_add + self.max_jobs + 1)
 
     def encode(self, slot: int, role: str, node: int) -> int:
         return (slot * 2 + ROLES.index(role)) * self.max_nodes + node
 
+    def encode_release(self, slot: int) -> int:
+        return self._n_add + slot
+
     def _do(self, a: int) -> None:
+        if a >= self._n_add:
+            self._release(a - self._n_add)
+            return
         slot, rest = divmod(a, 2 * self.max_nodes)
         role, node = divmod(rest, self.max_nodes)
         self._add(slot, ROLES[role], node)
@@ -136,6 +183,8 @@ class JointEnv(_ProposalEnv):
         if self._ended:
             return mask
         fits = self._fits()
-        view = mask[:-1].reshape(self.max_jobs, 2, self.max_nodes)
+        view = mask[: self._n_add].reshape(self.max_jobs, 2, self.max_nodes)
         view[: len(fits), :, : self.cluster.n_nodes] = fits
+        for i, job in enumerate(self.slots()):
+            mask[self._n_add + i] = job.n_placed > 0 and job.job_id not in self._released
         return mask
