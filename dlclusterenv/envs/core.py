@@ -129,6 +129,7 @@ class ClusterEnv(gym.Env):
         self.decision_index = 0
         self._mark = self._totals()
         self._mask = None
+        self._rows: dict[str, tuple] = {}  # job id -> (state key, observation row)
         self._new_round()
         self._settle()
         return self._obs(), self._info()
@@ -248,25 +249,27 @@ class ClusterEnv(gym.Env):
                 slot / self.max_jobs,
             )
         now, scale = sim.now, self.time_scale_s
-        rows = []
-        for j in slots:
-            m = j.model
-            loss = j.obs_loss
-            rows.append((
-                1.0,
-                j.status == "running",
-                j.num_ps / 16,
-                j.num_workers / 32,
-                j.steps_done / (m.steps_per_epoch * m.convergence.max_epochs),
-                1.0 - math.exp((j.spec.arrival_s - now) / scale),
-                loss[-1][1] / loss[0][1] if loss and loss[0][1] > 0 else 1.0,
-                m.worker.gpu,
-                math.log10(m.param_bytes) / 12,
-                j.n_placed / max(len(j.tasks), 1),
-            ))
         jobs = np.zeros((self.max_jobs, JOB_F), np.float32)
-        if rows:
-            jobs[: len(rows)] = rows
+        for i, j in enumerate(slots):
+            key = (now, j.n_placed, j.status, j.num_ps, j.num_workers, len(j.obs_loss))
+            cached = self._rows.get(j.job_id)
+            if cached is None or cached[0] != key:
+                m = j.model
+                loss = j.obs_loss
+                cached = (key, (
+                    1.0,
+                    j.status == "running",
+                    j.num_ps / 16,
+                    j.num_workers / 32,
+                    j.steps_done / (m.steps_per_epoch * m.convergence.max_epochs),
+                    1.0 - math.exp((j.spec.arrival_s - now) / scale),
+                    loss[-1][1] / loss[0][1] if loss and loss[0][1] > 0 else 1.0,
+                    m.worker.gpu,
+                    math.log10(m.param_bytes) / 12,
+                    j.n_placed / max(len(j.tasks), 1),
+                ))
+                self._rows[j.job_id] = cached
+            jobs[i] = cached[1]
         job_mask = self._slot_masks[len(slots)]
         n_running = sum(1 for j in sim.active_jobs() if j.status == "running")
         n_pending = len(sim.active_jobs()) - n_running
