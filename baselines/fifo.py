@@ -7,7 +7,7 @@ FIFO, as in YARN's FIFO scheduler); tasks go where the named placer puts them (d
 from __future__ import annotations
 
 from dlclusterenv.api import ClusterView, Decision, Scheduler
-from dlclusterenv.placers import Capacity, get_placer, place_job
+from dlclusterenv.placers import get_placer, start_pending
 
 
 class FIFO(Scheduler):
@@ -17,17 +17,4 @@ class FIFO(Scheduler):
         self.placer = get_placer(placer)
 
     def decide(self, view: ClusterView) -> Decision:
-        cap = Capacity.of(view)
-        d = Decision()
-        for job in view.pending:
-            got = place_job(
-                view.cluster, cap, self.placer, job.ps_demand, job.worker_demand,
-                job.num_ps, job.num_workers,
-            )
-            if got is None:
-                break
-            for i, n in enumerate(got[0]):
-                d.place[f"{job.job_id}/ps{i}"] = n
-            for i, n in enumerate(got[1]):
-                d.place[f"{job.job_id}/w{i}"] = n
-        return d
+        return start_pending(view, self.placer, Decision(), blocking=True)

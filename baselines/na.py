@@ -15,7 +15,7 @@ Choices where the paper is silent or the simulator differs:
 from __future__ import annotations
 
 from dlclusterenv.api import ClusterView, Decision, Scheduler
-from dlclusterenv.placers import Capacity, get_placer, place_job
+from dlclusterenv.placers import get_placer, start_pending
 
 
 class NA(Scheduler):
@@ -29,16 +29,4 @@ class NA(Scheduler):
 
     def place_pending(self, view: ClusterView, d: Decision) -> Decision:
         """Start every pending job that fits, in arrival order, skipping those that do not."""
-        cap = Capacity.of(view)
-        for job in view.pending:
-            got = place_job(
-                view.cluster, cap, self.placer, job.ps_demand, job.worker_demand,
-                job.num_ps, job.num_workers,
-            )
-            if got is None:
-                continue
-            for i, n in enumerate(got[0]):
-                d.place[f"{job.job_id}/ps{i}"] = n
-            for i, n in enumerate(got[1]):
-                d.place[f"{job.job_id}/w{i}"] = n
-        return d
+        return start_pending(view, self.placer, d, blocking=False)

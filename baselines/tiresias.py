@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dlclusterenv.api import ClusterView, Decision, JobView, Scheduler
-from dlclusterenv.placers import Capacity, get_placer, place_job
+from dlclusterenv.placers import Capacity, add_placement, get_placer, place_job
 
 
 @dataclass
@@ -175,9 +175,6 @@ def priority_admit(view: ClusterView, order: list[JobView], placer) -> Decision:
                     freed.remove(r)
             victims += freed
             got = fit(job)
-        for i, n in enumerate(got[0]):
-            d.place[f"{job.job_id}/ps{i}"] = n
-        for i, n in enumerate(got[1]):
-            d.place[f"{job.job_id}/w{i}"] = n
+        add_placement(d, job.job_id, *got)
     d.preempt = [v.job_id for v in victims]
     return d

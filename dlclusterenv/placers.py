@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .api import ClusterView
+from .api import ClusterView, Decision
 from .cluster import Cluster
 from .config import Demand
 
@@ -116,3 +116,28 @@ def place_job(cluster: Cluster, cap: Capacity, placer, ps: Demand, worker: Deman
             nodes.append(n)
             out[role].append(n)
     return out["ps"], out["w"]
+
+
+def start_pending(view: ClusterView, placer, d: Decision, *, blocking: bool) -> Decision:
+    """Start pending jobs in arrival order, each whole with the (p, w) it has, where `placer` puts
+    its tasks. A job that does not fit stops the round when `blocking` (strict FIFO), else is
+    skipped."""
+    cap = Capacity.of(view)
+    for job in view.pending:
+        got = place_job(
+            view.cluster, cap, placer, job.ps_demand, job.worker_demand, job.num_ps, job.num_workers
+        )
+        if got is None:
+            if blocking:
+                break
+            continue
+        add_placement(d, job.job_id, *got)
+    return d
+
+
+def add_placement(d: Decision, job_id: str, ps_nodes: list[int], worker_nodes: list[int]) -> None:
+    """Put a job's PS i on ps_nodes[i] and worker i on worker_nodes[i] in the decision."""
+    for i, n in enumerate(ps_nodes):
+        d.place[f"{job_id}/ps{i}"] = n
+    for i, n in enumerate(worker_nodes):
+        d.place[f"{job_id}/w{i}"] = n
