@@ -1,7 +1,7 @@
 """Learnability: a short MaskablePPO run on DLClusterPlace-v0 beats random placement on
 cross-node traffic in the default scenario (issue #2; at most 10 minutes on 2 cores).
 
-    python benchmarks/learnability.py [--timesteps 60000] [--eval-seeds 3]
+    python benchmarks/learnability.py [--timesteps 200000] [--eval-seeds 3] [--policy node|mlp]
 
 Reward: minus cross-node GB, scaled by 1e-4 so returns are O(100), with potential-based shaping
 (the env option `shaping`) so each placement is charged its future traffic when it is made. The env is work-conserving (defer only when a task fits nowhere), so
@@ -49,7 +49,7 @@ def evaluate(model, seeds: list[int]) -> tuple[list[dict], list[dict]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--timesteps", type=int, default=60_000)
+    ap.add_argument("--timesteps", type=int, default=200_000)
     ap.add_argument("--eval-seeds", type=int, default=3)
     ap.add_argument("--policy", choices=("node", "mlp"), default="node",
                     help="node: agents.policies.NodeScoringPolicy; mlp: SB3's MultiInputPolicy")

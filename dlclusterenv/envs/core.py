@@ -129,7 +129,8 @@ class ClusterEnv(gym.Env):
         self.decision_index = 0
         self._mark = self._totals()
         self._mask = None
-        self._rows: dict[str, tuple] = {}  # job id -> (state key, observation row)
+        self._job_block = np.zeros((self.max_jobs, JOB_F), np.float32)  # rows of the job slots
+        self._job_keys: list[tuple | None] = [None] * self.max_jobs  # the state each row shows
         self._new_round()
         self._settle()
         return self._obs(), self._info()
@@ -249,14 +250,13 @@ class ClusterEnv(gym.Env):
                 slot / self.max_jobs,
             )
         now, scale = sim.now, self.time_scale_s
-        jobs = np.zeros((self.max_jobs, JOB_F), np.float32)
-        for i, j in enumerate(slots):
-            key = (now, j.n_placed, j.status, j.num_ps, j.num_workers, len(j.obs_loss))
-            cached = self._rows.get(j.job_id)
-            if cached is None or cached[0] != key:
+        block, keys = self._job_block, self._job_keys
+        for i, j in enumerate(slots):  # rows are recomputed only when their job's state changed
+            key = (j.job_id, now, j.n_placed, j.status, j.num_ps, j.num_workers, len(j.obs_loss))
+            if keys[i] != key:
                 m = j.model
                 loss = j.obs_loss
-                cached = (key, (
+                block[i] = (
                     1.0,
                     j.status == "running",
                     j.num_ps / 16,
@@ -267,9 +267,14 @@ class ClusterEnv(gym.Env):
                     m.worker.gpu,
                     math.log10(m.param_bytes) / 12,
                     j.n_placed / max(len(j.tasks), 1),
-                ))
-                self._rows[j.job_id] = cached
-            jobs[i] = cached[1]
+                )
+                np.minimum(block[i], 1.0, out=block[i])  # all features are >= 0
+                keys[i] = key
+        for i in range(len(slots), self.max_jobs):
+            if keys[i] is not None:
+                block[i] = 0.0
+                keys[i] = None
+        jobs = block.copy()
         job_mask = self._slot_masks[len(slots)]
         n_running = sum(1 for j in sim.active_jobs() if j.status == "running")
         n_pending = len(sim.active_jobs()) - n_running
@@ -283,8 +288,7 @@ class ClusterEnv(gym.Env):
             ),
             np.float32,
         )
-        np.minimum(jobs, 1.0, out=jobs)  # all features are >= 0; nodes' are fractions already
-        np.minimum(glob, 1.0, out=glob)
+        np.minimum(glob, 1.0, out=glob)  # all features are >= 0; nodes' are fractions already
         return {
             "nodes": nodes,
             "node_mask": self._node_mask.copy(),
