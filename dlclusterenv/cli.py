@@ -39,6 +39,7 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+    os.chmod(tmp, 0o644)
     os.replace(tmp, path)
 
 
@@ -47,13 +48,13 @@ def _ci95(x: np.ndarray) -> float:
     return 1.96 * float(x.std(ddof=1)) / math.sqrt(len(x)) if len(x) > 1 else 0.0
 
 
-def _one_run(scenario: str, pol: str, seed: int) -> tuple[dict, list[dict]]:
-    """One policy x seed: its runs.csv row and its jobs.csv rows (a process-pool task)."""
+def _one_run(scenario: str, pol: str, seed: int) -> tuple[dict, list[dict], tuple]:
+    """One policy x seed: its runs.csv row, its jobs.csv rows and its utilisation timeline."""
     import baselines
 
     m = make_sim(scenario, seed).run(baselines.make(pol))
     run = {"policy": pol, "seed": seed, **m.summary(), "decision_latency_ms": m.decision_latency_ms}
-    return run, [{"policy": pol, "seed": seed, **asdict(r)} for r in m.jobs]
+    return run, [{"policy": pol, "seed": seed, **asdict(r)} for r in m.jobs], m.timeline
 
 
 def evaluate(scenario: str, policies: list[str], seeds: int, out: Path, workers: int = 0) -> list[dict]:
@@ -65,7 +66,7 @@ def evaluate(scenario: str, policies: list[str], seeds: int, out: Path, workers:
 
     out.mkdir(parents=True, exist_ok=True)
     tasks = [(p, s) for p in policies for s in range(seeds)]
-    done: dict[tuple[str, int], tuple[dict, list[dict]]] = {}
+    done: dict[tuple[str, int], tuple[dict, list[dict], tuple]] = {}
     with ProcessPoolExecutor(max_workers=workers or os.cpu_count()) as pool:
         futures = {pool.submit(_one_run, scenario, p, s): (p, s) for p, s in tasks}
         for f in tqdm(as_completed(futures), total=len(tasks), desc="runs", file=sys.stderr):
@@ -84,34 +85,83 @@ def evaluate(scenario: str, policies: list[str], seeds: int, out: Path, workers:
         row["unfinished"] = sum(r["jobs_unfinished"] for r in rs)
         board.append(row)
     board.sort(key=lambda r: r["avg_jct_s"][0])
-    _plots(out, policies, runs, jobs)
+    _plots(out, policies, runs, jobs, {p: done[(p, 0)][2] for p in policies})
     return board
 
 
-def _plots(out: Path, policies: list[str], runs: list[dict], jobs: list[dict]) -> None:
+def _save(fig, out: Path, name: str) -> None:
+    """Atomic PNG write: a temporary file beside the target, then a rename."""
+    fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".png")
+    os.close(fd)
+    fig.savefig(tmp, dpi=100)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, out / f"{name}.png")
+
+
+def _plots(out: Path, policies: list[str], runs: list[dict], jobs: list[dict], timelines: dict) -> None:
+    """jct.png (CDF and bars of avg JCT and makespan with 95% intervals), utilisation.png (GPU use
+    over time, seed 0), traffic.png (cross-node / cross-rack GB), locality.png (data-local,
+    rack-local, off-switch fractions)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    def per(key: str, scale: float = 1.0):
+        xs = [np.array([r[key] for r in runs if r["policy"] == p], dtype=float) / scale for p in policies]
+        return [x.mean() for x in xs], [_ci95(x) for x in xs]
+
+    plt.rcParams["axes.prop_cycle"] = plt.cycler(color=plt.cm.tab20.colors)  # 16+ policies
+    fig, (a, b, c) = plt.subplots(1, 3, figsize=(16, 4.5))
     for pol in policies:
         x = np.sort([j["jct_s"] for j in jobs if j["policy"] == pol])
         a.plot(x / 3600, np.arange(1, len(x) + 1) / len(x), label=pol)
-    a.set_xlabel("JCT (h)")
-    a.set_ylabel("CDF of jobs")
-    a.legend()
-    a.set_title("Job completion time")
-    means = [np.mean([r["avg_jct_s"] for r in runs if r["policy"] == p]) / 3600 for p in policies]
-    errs = [_ci95(np.array([r["avg_jct_s"] for r in runs if r["policy"] == p])) / 3600 for p in policies]
-    b.bar(policies, means, yerr=errs, capsize=4)
-    b.set_ylabel("average JCT (h), 95% interval over seeds")
-    b.set_title("Average JCT")
+    a.set(xlabel="JCT (h)", ylabel="CDF of jobs", title="Job completion time")
+    a.legend(fontsize=7)
+    for ax, key, title in ((b, "avg_jct_s", "Average JCT (h)"), (c, "makespan_s", "Makespan (h)")):
+        m, e = per(key, 3600)
+        ax.bar(policies, m, yerr=e, capsize=3)
+        ax.set(title=f"{title}, 95% interval over seeds")
+        ax.tick_params(axis="x", rotation=60, labelsize=7)
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(dir=out, prefix=".jct.", suffix=".png")
-    os.close(fd)
-    fig.savefig(tmp, dpi=100)
-    os.replace(tmp, out / "jct.png")
+    _save(fig, out, "jct")
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for pol in policies:
+        tl = np.array(timelines[pol]) if timelines.get(pol) else np.zeros((0, 5))
+        if len(tl):
+            ax.step(tl[:, 0] / 3600, tl[:, 2], where="post", label=pol, lw=1)
+    ax.set(xlabel="time (h)", ylabel="GPUs busy (fraction)", title="GPU utilisation, seed 0")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    _save(fig, out, "utilisation")
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(10, 4))
+    x = np.arange(len(policies))
+    for k, (key, label) in enumerate((("cross_node_gb", "across nodes"), ("cross_rack_gb", "across racks"))):
+        m, e = per(key)
+        ax.bar(x + 0.4 * k, m, 0.4, yerr=e, capsize=3, label=label)
+    ax.set_xticks(x + 0.2, policies, rotation=60, fontsize=7)
+    ax.set(ylabel="GB per run", title="Network traffic, 95% interval over seeds")
+    ax.legend()
+    fig.tight_layout()
+    _save(fig, out, "traffic")
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(10, 4))
+    bottom = np.zeros(len(policies))
+    for key, label in (("data_local_frac", "data-local"), ("rack_local_frac", "rack-local"),
+                       ("off_switch_frac", "off-switch")):
+        m, _ = per(key)
+        ax.bar(policies, m, bottom=bottom, label=label)
+        bottom += np.array(m)
+    ax.set(ylabel="fraction of worker starts", title="Input locality (D²S Table 1 classes)")
+    ax.tick_params(axis="x", rotation=60, labelsize=7)
+    ax.legend()
+    fig.tight_layout()
+    _save(fig, out, "locality")
     plt.close(fig)
 
 
@@ -184,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
             board = evaluate(a.scenario, _policies(a.policies), a.seeds, out, a.workers)
             print(f"\nscenario {a.scenario}, {a.seeds} seeds; mean ± 95% interval; ranked by avg JCT")
             _print_board(board)
-            print(f"\nwrote {out}/runs.csv, {out}/jobs.csv and the plot {out}/jct.png")
+            print(f"\nwrote {out}/runs.csv, {out}/jobs.csv and the plots {out}/"
+                  "{jct,utilisation,traffic,locality}.png")
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
