@@ -125,7 +125,6 @@ class ClusterView:
     """Read-only snapshot of the cluster at a decision point (arrays are not writeable)."""
 
     def __init__(self, sim: Simulator, oracle: bool):
-        self._sim = sim
         self.time: float = sim.now
         self.tick_s: float | None = sim.tick_s  # the scenario's scheduling interval
         self.cluster: Cluster = sim.cluster
