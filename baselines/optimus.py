@@ -228,8 +228,10 @@ def place_even(
     k = 1, 2, ... candidate servers; PS i and worker i go to candidate i mod k ([code] __place).
     `cap` is charged only on success (a failed k leaves nothing taken)."""
     order = _node_order(cluster, cap, worker.gpu > 0, prefer)
-    n = cluster.n_nodes
-    free = np.stack([cap.cpu, cap.mem, cap.bw, cap.gpu.astype(float)])[:, order]
+    # with k >= max(p, w) servers every candidate holds at most one PS and one worker, the same
+    # layout as k = max(p, w): no need to look further (and no (nodes x nodes) arrays)
+    n = min(cluster.n_nodes, max(p, w))
+    free = np.stack([cap.cpu, cap.mem, cap.bw, cap.gpu.astype(float)])[:, order[:n]]
     free += np.array([1e-9, 1e-9, 1e-3, 0.0])[:, None]
     k = np.arange(1, n + 1)[:, None]  # row: k servers; column j: the j-th candidate
     j = np.arange(n)[None, :]
