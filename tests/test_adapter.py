@@ -144,3 +144,14 @@ def test_adapter_joint_rejects_gpu_slot():
 def test_adapter_rejects_non_cluster_env():
     with pytest.raises(AdapterError):
         SchedulerAdapter(gym.make("CartPole-v1"), baselines.make("fifo"))
+
+
+@pytest.mark.parametrize("env_id", ["DLClusterJoint-v0", "DLClusterPlace-v0"])
+@pytest.mark.parametrize("name", ["dltap", "k8s-default", "otea"])
+def test_placement_baselines_both_front_doors_on_default(name, env_id):
+    """Every job of the default scenario finishes, with the same metrics through either env (all
+    60 jobs in view; the placement env defers a task per step, so episodes are long)."""
+    want = dlclusterenv.make_sim("default", 0).run(baselines.make(name)).summary()
+    assert want["jobs_finished"] == 60 and want["jobs_unfinished"] == 0
+    env = gym.make(env_id, scenario="default", max_jobs=64, max_steps=10**7)
+    assert SchedulerAdapter(env, baselines.make(name)).run(0).summary() == want

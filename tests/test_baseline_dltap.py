@@ -4,7 +4,6 @@ scheduler produces Fig. 1 (a), DLTAP produces Fig. 1 (b)."""
 
 from __future__ import annotations
 
-import gymnasium as gym
 import numpy as np
 import pytest
 from helpers import make_cluster
@@ -13,7 +12,6 @@ from test_baseline_k8s_default import cross_node_pairs, fig1_sim, fig1_state
 import baselines
 import dlclusterenv
 from baselines.dltap import dltap_ps_scores
-from dlclusterenv.adapter import SchedulerAdapter
 from dlclusterenv.api import Decision
 
 
@@ -66,18 +64,3 @@ def test_weight_zero_is_kubernetes_default():
 def test_negative_weight_refused():
     with pytest.raises(ValueError, match="weight_of_dltap"):
         baselines.make("dltap", weight_of_dltap=-1)
-
-
-@pytest.fixture(scope="module")
-def direct_default() -> dict:
-    return dlclusterenv.make_sim("default", 0).run(baselines.make("dltap")).summary()
-
-
-@pytest.mark.parametrize("env_id", ["DLClusterJoint-v0", "DLClusterPlace-v0"])
-def test_default_scenario_both_front_doors(env_id, direct_default):
-    """Every job of the default scenario finishes; the same metrics through either env (the
-    placement env defers a task per step, so an episode needs more than its default 20,000)."""
-    want = direct_default
-    assert want["jobs_finished"] == 60 and want["jobs_unfinished"] == 0
-    env = gym.make(env_id, scenario="default", max_jobs=64, max_steps=10**7)
-    assert SchedulerAdapter(env, baselines.make("dltap")).run(0).summary() == want

@@ -3,15 +3,11 @@ checked by hand, random tie-break, and Fig. 1 (a), the "non-ideal" placement it 
 
 from __future__ import annotations
 
-import gymnasium as gym
 import numpy as np
-import pytest
 from helpers import make_cluster, make_sim, make_zoo, model_dict
 
 import baselines
-import dlclusterenv
 from baselines.k8s_default import default_scores, least_requested
-from dlclusterenv.adapter import SchedulerAdapter
 from dlclusterenv.api import Decision
 from dlclusterenv.config import Demand
 from dlclusterenv.placers import Capacity
@@ -124,18 +120,3 @@ def test_whole_job_or_nothing():
     sched.reset(0)
     d = sched.decide(sim.view())
     assert set(d.place) == {"B/w0", "B/ps0"}
-
-
-@pytest.fixture(scope="module")
-def direct_default() -> dict:
-    return dlclusterenv.make_sim("default", 0).run(baselines.make("k8s-default")).summary()
-
-
-@pytest.mark.parametrize("env_id", ["DLClusterJoint-v0", "DLClusterPlace-v0"])
-def test_default_scenario_both_front_doors(env_id, direct_default):
-    """Every job of the default scenario finishes; the same metrics through either env (the
-    placement env defers a task per step, so an episode needs more than its default 20,000)."""
-    want = direct_default
-    assert want["jobs_finished"] == 60 and want["jobs_unfinished"] == 0
-    env = gym.make(env_id, scenario="default", max_jobs=64, max_steps=10**7)
-    assert SchedulerAdapter(env, baselines.make("k8s-default")).run(0).summary() == want

@@ -3,8 +3,6 @@ transfer time (D²S Eq. 1-2), applications in arrival order, never waiting for a
 
 from __future__ import annotations
 
-import gymnasium as gym
-import pytest
 from helpers import make_cluster, make_sim, make_zoo
 from test_baseline_d2s import (
     competing_for_one_local_slot,
@@ -13,9 +11,6 @@ from test_baseline_d2s import (
     wait_or_remote,
 )
 
-import baselines
-import dlclusterenv
-from dlclusterenv.adapter import SchedulerAdapter
 from dlclusterenv.api import Decision
 
 
@@ -43,18 +38,3 @@ def test_locality_order_and_ps_with_workers():
     sim = make_sim(cluster, zoo, [("R", "m", 1, 1), ("J", "m", 1, 1, (0,)), ("K", "m", 1, 1, (2,))])
     sim.apply(Decision(place={"R/ps0": 0, "R/w0": 0}))
     assert decide("otea", sim.view()) == {"J/w0": 1, "J/ps0": 1, "K/w0": 2, "K/ps0": 2}
-
-
-@pytest.fixture(scope="module")
-def direct_default() -> dict:
-    return dlclusterenv.make_sim("default", 0).run(baselines.make("otea")).summary()
-
-
-@pytest.mark.parametrize("env_id", ["DLClusterJoint-v0", "DLClusterPlace-v0"])
-def test_default_scenario_both_front_doors(env_id, direct_default):
-    """Every job of the default scenario finishes; the same metrics through either env (the
-    placement env defers a task per step, so an episode needs more than its default 20,000)."""
-    want = direct_default
-    assert want["jobs_finished"] == 60 and want["jobs_unfinished"] == 0
-    env = gym.make(env_id, scenario="default", max_jobs=64, max_steps=10**7)
-    assert SchedulerAdapter(env, baselines.make("otea")).run(0).summary() == want
