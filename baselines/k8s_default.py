@@ -32,7 +32,7 @@ import numpy as np
 from dlclusterenv.api import ClusterView, Decision, Scheduler
 from dlclusterenv.cluster import Cluster
 from dlclusterenv.config import Demand
-from dlclusterenv.placers import Capacity
+from dlclusterenv.placers import Capacity, add_placement, place_job
 
 MAX_PRIORITY = 10  # schedulerapi.MaxPriority
 _GIB = 2**30
@@ -83,38 +83,18 @@ class K8sDefault(Scheduler):
         """A PS pod is scored like any other pod (DLTAP overrides this)."""
         return pick(default_scores(cluster, cap, job.ps_demand), self.rng)
 
-    def _place(self, cluster: Cluster, cap: Capacity, job) -> dict[str, int] | None:
-        """Bind the job's pods one by one, workers first; all or nothing (cap restored if not)."""
-        taken: list[tuple[int, Demand]] = []
-        out: dict[str, int] = {}
-        workers: list[int] = []
-        for i in range(job.num_workers):
-            n = pick(default_scores(cluster, cap, job.worker_demand), self.rng)
-            if n < 0:
-                break
-            cap.take(n, job.worker_demand)
-            taken.append((n, job.worker_demand))
-            workers.append(n)
-            out[f"{job.job_id}/w{i}"] = n
-        else:
-            for i in range(job.num_ps):
-                n = self.place_ps(cluster, cap, job, workers)
-                if n < 0:
-                    break
-                cap.take(n, job.ps_demand)
-                taken.append((n, job.ps_demand))
-                out[f"{job.job_id}/ps{i}"] = n
-            else:
-                return out
-        for n, d in taken:
-            cap.take(n, d, -1)
-        return None
-
     def decide(self, view: ClusterView) -> Decision:
+        """Bind each pending job's pods one by one, workers first; all or nothing."""
         cap = Capacity.of(view)
         d = Decision()
         for job in view.pending:
-            got = self._place(view.cluster, cap, job)
+            w = job.num_workers
+            got = place_job(
+                view.cluster, cap,
+                lambda c, cp, dem, nodes: pick(default_scores(c, cp, dem), self.rng),
+                job.ps_demand, job.worker_demand, job.num_ps, w,
+                ps_placer=lambda c, cp, dem, nodes, job=job, w=w: self.place_ps(c, cp, job, nodes[:w]),
+            )
             if got is not None:
-                d.place.update(got)
+                add_placement(d, job.job_id, *got)
         return d

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from dlclusterenv.api import ClusterView, Decision, Scheduler
-from dlclusterenv.placers import Capacity
+from dlclusterenv.placers import Capacity, add_placement, place_job
 
 from .d2s import bandwidth, ps_transfer, worker_transfer
 
@@ -41,30 +41,17 @@ class OTEA(Scheduler):
         band = bandwidth(view.cluster)
         d = Decision()
         for job in view.pending:
-            out: dict[str, int] = {}
-            taken = []
             tt = worker_transfer(job, job.input_bytes_per_step, band)  # Eq. (1)
-            workers: list[int] = []
-            for i in range(job.num_workers):
-                n = self._best(tt[i], cap.fits(job.worker_demand))
-                if n < 0:
-                    break
-                cap.take(n, job.worker_demand)
-                taken.append((n, job.worker_demand))
-                workers.append(n)
-                out[f"{job.job_id}/w{i}"] = n
-            if len(workers) == job.num_workers:
-                tp = ps_transfer(job, workers, band)  # Eq. (2)
-                for i in range(job.num_ps):
-                    n = self._best(tp, cap.fits(job.ps_demand))
-                    if n < 0:
-                        break
-                    cap.take(n, job.ps_demand)
-                    taken.append((n, job.ps_demand))
-                    out[f"{job.job_id}/ps{i}"] = n
-            if len(out) == job.num_workers + job.num_ps:
-                d.place.update(out)
-            else:
-                for n, dem in taken:
-                    cap.take(n, dem, -1)
+            w = job.num_workers
+            got = place_job(
+                view.cluster, cap,
+                lambda c, cp, dem, nodes, tt=tt: self._best(tt[len(nodes)], cp.fits(dem)),
+                job.ps_demand, job.worker_demand, job.num_ps, w,
+                # Eq. (2): the PS' fetch time from the workers just placed
+                ps_placer=lambda c, cp, dem, nodes, job=job, w=w: self._best(
+                    ps_transfer(job, nodes[:w], band), cp.fits(dem)
+                ),
+            )
+            if got is not None:
+                add_placement(d, job.job_id, *got)
         return d

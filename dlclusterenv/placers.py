@@ -99,15 +99,20 @@ def get_placer(name: str):
         raise KeyError(f"unknown placer {name!r}; known: {sorted(PLACERS)}") from None
 
 
-def place_job(cluster: Cluster, cap: Capacity, placer, ps: Demand, worker: Demand, p: int, w: int):
+def place_job(
+    cluster: Cluster, cap: Capacity, placer, ps: Demand, worker: Demand, p: int, w: int,
+    ps_placer=None,
+):
     """Place p PS and w workers (workers first) with a per-task placer, all or nothing.
 
-    Returns (ps_nodes, worker_nodes) with `cap` charged, or None with `cap` unchanged."""
+    Each call gets the job's nodes placed so far (its workers first, so a PS placer sees them as
+    `nodes[:w]`); `ps_placer`, if given, places the PS instead of `placer`. Returns
+    (ps_nodes, worker_nodes) with `cap` charged, or None with `cap` unchanged."""
     nodes: list[int] = []
     out: dict[str, list[int]] = {"ps": [], "w": []}
-    for role, d, k in (("w", worker, w), ("ps", ps, p)):
+    for role, d, k, choose in (("w", worker, w, placer), ("ps", ps, p, ps_placer or placer)):
         for _ in range(k):
-            n = placer(cluster, cap, d, nodes)
+            n = choose(cluster, cap, d, nodes)
             if n < 0:
                 for m, dd in zip(nodes, [worker] * len(out["w"]) + [ps] * len(out["ps"])):
                     cap.take(m, dd, -1)
