@@ -70,7 +70,9 @@ class Simulator:
         self.horizon_s = horizon_s
         self.packing = packing
         self.overheads = cluster.config.overheads
-        self._cap = link_capacity(cluster)
+        cap = link_capacity(cluster)
+        self._cores_total = float(cluster.cpus.sum())
+        self._nic_total = float(cap[: 2 * cluster.n_nodes].sum())
         self.reset()
 
     # ------------------------------------------------------------------ state
@@ -533,7 +535,6 @@ class Simulator:
         dt = t - self.now
         tot = self.totals
         if dt > 0:
-            gpus = cpu = 0.0
             running = [j for j in self._active if j.job_id in r.speed]
             for job in running:
                 before = job.steps_done
@@ -545,12 +546,9 @@ class Simulator:
                 job.bytes_cross_rack += r.cross_rack_Bps[job.job_id] * dt
                 tot.cross_node_bytes += r.cross_node_Bps[job.job_id] * dt
                 tot.cross_rack_bytes += r.cross_rack_Bps[job.job_id] * dt
-            gpus = float(r.gpu_busy.sum())
-            cpu = float(r.cpu_used.sum())
-            net = float(r.link_Bps[: 2 * self.cluster.n_nodes].sum())
-            tot.gpu_busy_s += gpus * dt
-            tot.cpu_used_s += cpu * dt
-            tot.net_bytes += net * dt
+            tot.gpu_busy_s += r.gpus_busy * dt
+            tot.cpu_used_s += r.cores_used * dt
+            tot.net_bytes += r.nic_Bps * dt
             n = len(self._active)
             tot.job_seconds += n * dt
             if n:
@@ -561,14 +559,13 @@ class Simulator:
                 jain = float(shares.sum() ** 2 / denom) if denom > 0 else 1.0
                 tot.jain_s += jain * dt
                 tot.jain_time += dt
-            c = self.cluster
             tot.timeline.append(
                 (
                     self.now,
                     t,
-                    gpus / max(c.n_gpus, 1),
-                    cpu / float(c.cpus.sum()),
-                    net / float(self._cap[: 2 * c.n_nodes].sum()),
+                    r.gpus_busy / max(self.cluster.n_gpus, 1),
+                    r.cores_used / self._cores_total,
+                    r.nic_Bps / self._nic_total,
                 )
             )
         self.now = t

@@ -189,6 +189,11 @@ class Rates:
         self.cpu_used: np.ndarray = cpu_used  # cores in use per node
         self.gpu_busy: np.ndarray = gpu_busy  # bool per GPU: a running worker computes on it
         self._task_ids, self._got, self._cores = task_ids, got, None
+        # cluster-wide totals, constant until the rates change (the engine integrates them)
+        n = len(cpu_used)
+        self.gpus_busy = float(gpu_busy.sum())
+        self.cores_used = float(cpu_used.sum())
+        self.nic_Bps = float(link_Bps[: 2 * n].sum())
 
     @property
     def task_cores(self) -> dict[str, float]:

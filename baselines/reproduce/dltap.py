@@ -52,6 +52,11 @@ def _change(res: dict, k: int) -> float:
     return 100.0 * (res["dltap"][k] - res["k8s-default"][k]) / res["k8s-default"][k]
 
 
+def _series(xs: list[float]) -> str:
+    """Changes in percent, as the paper lists them: "-12.1 / -14.4 / -18.9%"."""
+    return " / ".join(f"{x:+.1f}" for x in xs) + "%"
+
+
 def run(seeds: int = 3) -> list[Claim]:
     res = {m: measure(sc, seeds) for m, (sc, _) in MODELS.items()}
     mixed = measure("dltap", seeds)
@@ -74,7 +79,7 @@ def run(seeds: int = 3) -> list[Claim]:
         Claim(
             "larger models save more traffic (FCN-4 < FCN-6 < FCN-8)",
             "-12.11 / -14.39 / -18.89%",
-            " / ".join(f"{x:+.1f}" for x in xs) + "%",
+            _series(xs),
             bool(xs[0] > xs[1] > xs[2]),
         )
     )
@@ -87,7 +92,7 @@ def run(seeds: int = 3) -> list[Claim]:
         Claim(
             "training time reduced, FCN-4 / FCN-6 / FCN-8 (Fig. 4 (a); -15% in the §3 example)",
             "lower",
-            " / ".join(f"{t:+.1f}" for t in ts) + "%",
+            _series(ts),
             all(t < 0 for t in ts),
         )
     )
@@ -95,7 +100,7 @@ def run(seeds: int = 3) -> list[Claim]:
         Claim(
             "larger models gain more training time (Summary), FCN-4 < FCN-6 < FCN-8",
             "larger gain",
-            " / ".join(f"{t:+.1f}" for t in ts) + "%",
+            _series(ts),
             bool(ts[0] > ts[1] > ts[2]),
         )
     )
@@ -104,7 +109,7 @@ def run(seeds: int = 3) -> list[Claim]:
         Claim(
             "training time reduction nearly the same for LSTM-32, LeNet5-BS, FCN-8 (Fig. 4 (b))",
             "about equal",
-            " / ".join(f"{t:+.1f}" for t in big) + "%",
+            _series(big),
             bool(all(t < 0 for t in big) and max(big) / min(big) >= 0.5),  # within a factor of 2
         )
     )

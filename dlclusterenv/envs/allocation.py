@@ -51,7 +51,7 @@ class _ProposalEnv(ClusterEnv):
         self._ended = False
 
     def _round_over(self) -> bool:
-        return self._ended or not self.action_masks()[:-1].any()
+        return self._ended or not self._masks()[:-1].any()
 
     def _base(self, job) -> tuple[int, int]:
         """Counts a proposal grows from: a running job's allocation; zero for a pending or a

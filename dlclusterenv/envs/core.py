@@ -140,7 +140,7 @@ class ClusterEnv(gym.Env):
             raise RuntimeError("call reset() before step()")
         self.steps += 1
         a = int(action)
-        valid = 0 <= a < self.action_space.n and bool(self._valid(a))
+        valid = 0 <= a < self.action_space.n and bool(self._masks()[a])
         reward = 0.0
         if valid:
             self._act(a)
@@ -179,16 +179,15 @@ class ClusterEnv(gym.Env):
     def _end_round(self) -> Decision:
         return Decision()
 
-    def _valid(self, a: int) -> bool:
+    def _masks(self) -> np.ndarray:
+        """The valid-action mask, computed once per state (private: callers get a copy)."""
         if self._mask is None:
             self._mask = self._compute_masks()
-        return self._mask[a]
+        return self._mask
 
     def action_masks(self) -> np.ndarray:
-        """Valid actions now (for sb3-contrib's MaskablePPO); computed once per state."""
-        if self._mask is None:
-            self._mask = self._compute_masks()
-        return self._mask.copy()  # the cache stays private to the env
+        """Valid actions now (for sb3-contrib's MaskablePPO)."""
+        return self._masks().copy()
 
     def _focal(self) -> tuple[Job | None, str | None]:
         return None, None
