@@ -118,6 +118,25 @@ class _ProposalEnv(ClusterEnv):
                 self._cap.take(n, job.model.ps if role == "ps" else job.model.worker, -1)
         self._released.add(job.job_id)
 
+    def _obs(self) -> dict[str, np.ndarray]:
+        """The round so far is part of the state: nodes show the capacity left after this
+        round's proposals, and each job slot its proposed (p, w). Without this the observation
+        does not change within a round, and a policy cannot tell how much it has already added."""
+        obs = super()._obs()
+        c, cap, n = self.cluster, self._cap, self.cluster.n_nodes
+        obs["nodes"][:n, 1] = cap.cpu / c.cpus
+        obs["nodes"][:n, 2] = cap.mem / c.memory
+        obs["nodes"][:n, 3] = cap.gpu / np.maximum(c.gpus, 1)
+        for i, job in enumerate(self.slots()):  # a pending job's proposal starts from zero
+            add = self._added.get(job.job_id)
+            p0, w0 = self._base(job)
+            if add:
+                p0, w0 = p0 + len(add["ps"]), w0 + len(add["worker"])
+            obs["jobs"][i, 2] = min(p0 / 16, 1.0)
+            obs["jobs"][i, 3] = min(w0 / 32, 1.0)
+        np.clip(obs["nodes"], 0.0, 1.0, out=obs["nodes"])
+        return obs
+
     def _act(self, a: int) -> None:
         if a == self.action_space.n - 1:
             self._ended = True
