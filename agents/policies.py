@@ -1,5 +1,10 @@
 """Policies with the cluster's structure built in, for sb3-contrib's MaskablePPO.
 
+`PlacePolicy`, `AllocPolicy` and `JointPolicy` (one per action layout; `policy_for(env)` picks)
+score entities with agents.extractor's attention encoder; no parameter depends on the number of
+nodes or job slots, so `transfer(model, env)` runs trained weights on a cluster of another size
+or with another `max_jobs` (SB3 itself refuses to load a model on different spaces).
+
 `NodeScoringPolicy` is for DLClusterPlace-v0: one shared MLP scores every node from (that node's
 features, the focal task, the cluster summary), and those scores are the action logits, plus one
 for defer from the mean node embedding. The same weights therefore serve any number of nodes
@@ -9,11 +14,20 @@ than one per node, as a flat MLP over all nodes would need.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
 import torch as th
 from gymnasium import spaces
+from sb3_contrib import MaskablePPO
 from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
-from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, create_mlp
 from torch import nn
+
+from dlclusterenv.envs import AllocationEnv, JointEnv, PlacementEnv
+
+from .extractor import EntityScorer
 
 
 class NodeFeatures(BaseFeaturesExtractor):
@@ -62,3 +76,122 @@ class NodeScoringPolicy(MaskableActorCriticPolicy):
         self.optimizer = self.optimizer_class(
             self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
         )
+
+
+class _SplitLatent(nn.Module):
+    """Actor latent = the extractor's logits as they are; critic latent = an MLP of the pooled
+    context. Neither depends on the action count, unlike SB3's MlpExtractor over all features."""
+
+    def __init__(self, n_actions: int, context_dim: int, vf_arch: list[int], activation_fn):
+        super().__init__()
+        self.n_actions = n_actions
+        self.critic = nn.Sequential(*create_mlp(context_dim, -1, vf_arch, activation_fn))
+        self.latent_dim_pi = n_actions
+        self.latent_dim_vf = vf_arch[-1] if vf_arch else context_dim
+
+    def forward(self, features: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+        return self.forward_actor(features), self.forward_critic(features)
+
+    def forward_actor(self, features: th.Tensor) -> th.Tensor:
+        return features[:, : self.n_actions]
+
+    def forward_critic(self, features: th.Tensor) -> th.Tensor:
+        return self.critic(features[:, self.n_actions :])
+
+
+class EntityPolicy(MaskableActorCriticPolicy):
+    """MaskablePPO policy on agents.extractor.EntityScorer for the layout named by the subclass.
+    `features_extractor_kwargs` may set dim, heads, layers; `net_arch` (a list, or a dict whose
+    "vf" entry is used) is the critic's MLP over the pooled context."""
+
+    layout = ""
+
+    def __init__(self, observation_space, action_space, lr_schedule, **kwargs):
+        fk = dict(kwargs.pop("features_extractor_kwargs", None) or {})
+        fk["layout"] = self.layout
+        kwargs["features_extractor_kwargs"] = fk
+        kwargs.setdefault("features_extractor_class", EntityScorer)
+        kwargs.setdefault("net_arch", [64, 64])
+        super().__init__(observation_space, action_space, lr_schedule, **kwargs)
+
+    def _build_mlp_extractor(self) -> None:
+        ext = self.features_extractor
+        if ext.n_actions != self.action_space.n:
+            raise ValueError(
+                f"{type(self).__name__}: the {self.layout!r} layout has {ext.n_actions} actions on "
+                f"this observation space, the env has {self.action_space.n}; use policy_for(env)"
+            )
+        arch = self.net_arch["vf"] if isinstance(self.net_arch, dict) else self.net_arch
+        self.mlp_extractor = _SplitLatent(ext.n_actions, ext.context_dim, list(arch), self.activation_fn)
+
+    def _build(self, lr_schedule) -> None:
+        super()._build(lr_schedule)
+        self.action_net = nn.Identity()  # the extractor's heads already emit one logit per action
+        if self.ortho_init:  # small initial logits, as SB3 gives its action_net (gain 0.01)
+            for layer in self.features_extractor.output_layers():
+                self.init_weights(layer, gain=0.01)
+        self.optimizer = self.optimizer_class(
+            self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
+        )
+
+
+class PlacePolicy(EntityPolicy):
+    """DLClusterPlace-v0: a logit per node (shared scorer), and defer."""
+
+    layout = "place"
+
+
+class AllocPolicy(EntityPolicy):
+    """DLClusterAlloc-v0: +PS and +worker logits per job slot (shared scorer), and end of round."""
+
+    layout = "alloc"
+
+
+class JointPolicy(EntityPolicy):
+    """DLClusterJoint-v0 / DLCluster-v0: a job x node pair scorer for +PS and +worker, a release
+    logit per job slot, and end of round."""
+
+    layout = "joint"
+
+
+_POLICIES = ((PlacementEnv, PlacePolicy), (AllocationEnv, AllocPolicy), (JointEnv, JointPolicy))
+
+
+def policy_for(env: gym.Env) -> type[EntityPolicy]:
+    """The entity policy whose action layout matches a DLCluster env (wrapped or not)."""
+    base = env.unwrapped
+    for cls, policy in _POLICIES:
+        if isinstance(base, cls):
+            return policy
+    raise ValueError(f"policy_for: {type(base).__name__} is not a DLCluster env")
+
+
+_HYPERPARAMETERS = ("learning_rate", "n_steps", "batch_size", "n_epochs", "gamma", "gae_lambda",
+                    "clip_range", "ent_coef", "vf_coef", "max_grad_norm", "target_kl")
+
+
+def transfer(model: MaskablePPO | str | Path, env: gym.Env, device: str = "cpu",
+             seed: int | None = None) -> MaskablePPO:
+    """A MaskablePPO on `env` (any cluster size and max_jobs) carrying `model`'s policy weights
+    (a model or a saved .zip) and hyperparameters, ready to predict or to train further. The
+    policy must be an EntityPolicy of the env's layout; a flat-MLP model cannot transfer."""
+    src = model if isinstance(model, MaskablePPO) else MaskablePPO.load(model, device=device)
+    policy = type(src.policy)
+    if not issubclass(policy, EntityPolicy):
+        raise ValueError(f"transfer: {policy.__name__} has size-dependent weights; only "
+                         "EntityPolicy subclasses (PlacePolicy, AllocPolicy, JointPolicy) transfer")
+    if policy_for(env) is not policy:
+        raise ValueError(f"transfer: the model is a {policy.__name__}, the env needs "
+                         f"{policy_for(env).__name__}")
+    hyper = {k: getattr(src, k) for k in _HYPERPARAMETERS}
+    dst = MaskablePPO(policy, env, policy_kwargs=src.policy_kwargs, device=device,
+                      seed=src.seed if seed is None else seed, **hyper)
+    dst.policy.load_state_dict(src.policy.state_dict())
+    return dst
+
+
+def action_logits(model: MaskablePPO, obs: dict[str, np.ndarray]) -> th.Tensor:
+    """The policy's logits for one observation, before the action mask is applied."""
+    t, _ = model.policy.obs_to_tensor(obs)
+    with th.no_grad():
+        return model.policy.mlp_extractor.forward_actor(model.policy.extract_features(t))[0]
