@@ -9,7 +9,7 @@ memory, cores for CPU.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -78,6 +78,30 @@ class ClusterConfig(_Strict):
                         f"(known: {sorted(self.node_types)})"
                     )
         return self
+
+
+class NodeListSpec(_Strict):
+    """A trace's machine list standing in for written-out racks (see
+    traces.alibaba_cluster_config for the grouping rule); the network is not in the trace."""
+
+    path: str = Field(description="absolute, or relative to the repository root")
+    format: Literal["alibaba_csv"] = "alibaba_csv"
+    nodes_per_rack: int = Field(ge=1)
+    nic_MBps: float = Field(gt=0, description="NIC bandwidth per direction, MB/s")
+    uplink_MBps: float = Field(gt=0, description="rack uplink bandwidth per direction, MB/s")
+    gpu_memory_gb: dict[str, Annotated[float, Field(ge=0)]] = Field(
+        default_factory=dict, description="GPU model -> GB, for models the loader does not know"
+    )
+    skip_bad_rows: bool = False
+
+
+class NodeListCluster(_Strict):
+    """A cluster YAML with ``node_list:`` in place of ``node_types`` and ``racks``."""
+
+    name: str
+    source: str = Field(min_length=1, description="where the numbers come from")
+    node_list: NodeListSpec
+    overheads: Overheads = Overheads()
 
 
 # ----------------------------------------------------------------------------- model zoo
@@ -193,7 +217,12 @@ def load_cluster(name_or_path: str | Path | ClusterConfig) -> ClusterConfig:
     if isinstance(name_or_path, ClusterConfig):
         return name_or_path
     path = resolve(name_or_path, "clusters")
-    return validate(ClusterConfig, read_yaml(path), path)
+    data = read_yaml(path)
+    if isinstance(data, dict) and "node_list" in data:
+        from .traces import cluster_from_node_list
+
+        return cluster_from_node_list(validate(NodeListCluster, data, path))
+    return validate(ClusterConfig, data, path)
 
 
 def load_zoo(path: str | Path | None = None) -> ModelZoo:

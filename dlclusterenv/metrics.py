@@ -42,6 +42,7 @@ class JobRecord:
     rack_local: int
     off_switch: int
     dominant_share: float
+    synthetic: str = ""  # ";"-joined JobSpec.synthetic: what a trace replay invented for this job
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,7 @@ def summarize(sim: Simulator) -> Metrics:
                 rack_local=loc[1],
                 off_switch=loc[2],
                 dominant_share=job.dom_share_time / in_system if in_system > 0 else 0.0,
+                synthetic=";".join(spec.synthetic),
             )
         )
     jct = np.array([r.jct_s for r in records]) if records else np.zeros(1)

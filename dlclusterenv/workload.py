@@ -2,17 +2,23 @@
 
 A scenario YAML (configs/scenarios/*.yaml) names a cluster and a workload. Job generation is a pure
 function of the scenario and the seed, so every policy sees the same jobs, arrival times and noise
-for a given seed. Trace replay maps each trace job to a PS/worker job: GPUs -> workers, PS =
-ceil(workers / ps_ratio), and a model drawn from the scenario's model mix by a seeded rule — the
-model is synthetic and every such job says so in `JobSpec.synthetic`. The trace's duration is kept
-as the job's size: its convergence curve is stretched (epoch_scale) so that it converges after about
-duration / ideal epoch time epochs (the epoch time of its (p, w) with no contention or network
-cost), capped by the model's epoch budget.
+for a given seed. Trace replay (any format of dlclusterenv.traces: Philly CSV or job-log JSON,
+Alibaba 2023 pods) maps each trace job to a PS/worker job: GPUs -> workers, PS =
+ceil(workers / ps_ratio), and a model drawn from the scenario's model mix with the scenario's
+seeded generator, one draw per job in trace order. The trace's duration is kept as the job's size:
+its convergence curve is stretched (epoch_scale) so that it converges after about duration / ideal
+epoch time epochs (the epoch time of its (p, w) with no contention or network cost), capped by the
+model's epoch budget. What the trace does not say is synthetic, and every such job lists it in
+`JobSpec.synthetic` (and the `synthetic` column of jobs.csv): the model, num_ps, epoch_scale,
+shard_nodes, and the user where the trace has none (Philly CSV, Alibaba; jobs are then spread
+round-robin over `users`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import warnings
 from pathlib import Path
 from typing import Literal
 
@@ -22,6 +28,7 @@ from pydantic import Field, model_validator
 from .cluster import Cluster, build_cluster
 from .config import CONFIG_DIR, ConfigError, ModelZoo, _Strict, load_zoo, read_yaml, resolve, validate
 from .jobs import JobSpec, convergence_epoch
+from .traces import TraceError, TraceSet, TraceWarning, _parse_time, data_path, load_trace
 
 
 class FixedJob(_Strict):
@@ -36,14 +43,37 @@ class FixedJob(_Strict):
 
 
 class TraceWindow(_Strict):
-    path: str
-    format: Literal["philly_csv"] = "philly_csv"
-    vc: str | None = None
-    start: str | float | None = None
-    end: str | float | None = None
+    """Which trace, in which format, and which part of it (see dlclusterenv.traces)."""
+
+    path: str = Field(description="absolute, or relative to the repository root")
+    format: Literal["philly_csv", "philly_json", "alibaba_csv"] = "philly_csv"
+    vc: str | None = Field(default=None, description="Philly: virtual cluster; Alibaba: QoS class")
+    start: str | float | None = Field(
+        default=None, description="inclusive: a date (Philly) or seconds after the first submit"
+    )
+    end: str | float | None = Field(default=None, description="exclusive, as start")
     first_n: int | None = Field(default=None, ge=1)
-    time_scale: float = Field(default=1.0, gt=0)
+    time_scale: float = Field(default=1.0, gt=0, description="multiplies submit times, durations")
     skip_bad_rows: bool = False
+    fractional_gpu: Literal["skip", "whole"] = Field(
+        default="skip", description="alibaba_csv: pods with gpu_milli < 1000 left out or whole GPUs"
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> TraceWindow:
+        for key in ("start", "end"):
+            value = getattr(self, key)
+            if isinstance(value, str) and self.format == "alibaba_csv":
+                raise ValueError(f"{key}: {value!r}: alibaba_csv times are seconds; give seconds "
+                                 "after the trace's first creation_time")
+            if isinstance(value, str):
+                try:
+                    _parse_time(value)
+                except ValueError as exc:
+                    raise ValueError(f"{key}: {exc}") from None
+        if self.fractional_gpu != "skip" and self.format != "alibaba_csv":
+            raise ValueError(f"fractional_gpu: only for format alibaba_csv, not {self.format}")
+        return self
 
 
 class Workload(_Strict):
@@ -59,7 +89,10 @@ class Workload(_Strict):
     epoch_scale: tuple[float, float] = (1.0, 1.0)
     shards_per_job: int = Field(default=0, ge=0, description="input shards placed on random nodes")
     ps_ratio: int = Field(default=4, ge=1, description="trace replay: workers per PS")
-    users: int = Field(default=1, ge=1, description="jobs are spread round-robin over users")
+    users: int = Field(
+        default=1, ge=1,
+        description="jobs are spread round-robin over users (trace jobs with a user keep it)",
+    )
 
     @model_validator(mode="after")
     def _complete(self) -> "Workload":
@@ -100,6 +133,53 @@ def load_scenario(name_or_path: str | Path | Scenario | dict) -> tuple[Scenario,
     return validate(Scenario, read_yaml(path), path), path
 
 
+@functools.lru_cache(maxsize=4)
+def _cached_trace(path: Path, stamp: tuple[int, int], t: TraceWindow) -> TraceSet:
+    """Keyed by the file's (mtime, size) too, so an edited file is read again."""
+    options = t.model_dump(exclude={"path", "format", "fractional_gpu"})
+    if t.format == "alibaba_csv":
+        options["fractional_gpu"] = t.fractional_gpu
+    return load_trace(path, t.format, **options)
+
+
+def load_trace_window(t: TraceWindow, where: str) -> TraceSet:
+    """The trace a scenario replays, read once per process and file version: every seed and
+    policy of an evaluation replays the same rows (and a forked worker inherits them). A window
+    that does not fit the file (an unknown vc) is a ConfigError naming the key."""
+    path = data_path(t.path)
+    try:
+        st = path.stat()
+        stamp = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        stamp = (0, 0)  # the loader reports the missing file; failures are not cached
+    try:
+        return _cached_trace(path, stamp, t)
+    except TraceError:
+        raise
+    except ValueError as exc:
+        raise ConfigError(f"{where}: workload.trace.{exc}") from None
+
+
+def prepare(
+    name_or_path: str | Path | Scenario | dict, *, skip_bad_rows: bool = False
+) -> tuple[str | Path | Scenario | dict, TraceSet | None]:
+    """What `dlcluster run` / `evaluate` hand to their runs: the scenario, with
+    `--skip-bad-rows` applied to its trace, and the trace (None if it replays none), loaded here
+    so that a bad trace fails before any run starts and its counts are printed once
+    (``TraceSet.report()``, which replaces the TraceWarning here)."""
+    sc, path = load_scenario(name_or_path)
+    if sc.workload.kind != "trace":
+        return name_or_path, None
+    t = sc.workload.trace
+    if skip_bad_rows and not t.skip_bad_rows:
+        t = t.model_copy(update={"skip_bad_rows": True})
+        sc = sc.model_copy(update={"workload": sc.workload.model_copy(update={"trace": t})})
+        name_or_path = sc
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TraceWarning)
+        return name_or_path, load_trace_window(t, str(path) if path else sc.name)
+
+
 def _pick(rng: np.random.Generator, lo_hi: tuple[int, int] | None, default: int) -> int:
     if lo_hi is None:
         return default
@@ -124,9 +204,23 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
         return tuple(int(x) for x in rng.integers(0, cluster.n_nodes, w.shards_per_job))
 
     specs: list[JobSpec] = []
+    # per job, for errors: the key and value its size comes from, and the key of its model
+    origins: list[tuple[str, str]] = []
     if w.kind == "fixed":
         for i, j in enumerate(w.jobs):
             m = zoo.models[j.model]
+            key = f"workload.jobs.{i}"
+            origins.append((
+                f"{key}.num_workers: {j.num_workers}" if j.num_workers
+                else f"{key}.model: {j.model!r} (default_workers {m.default_workers})",
+                f"{key}.model: {j.model!r}",
+            ))
+            for n in j.shard_nodes or ():
+                if not 0 <= n < cluster.n_nodes:
+                    raise ConfigError(
+                        f"{where}: {key}.shard_nodes: {j.shard_nodes}: node {n} out of range "
+                        f"(cluster {cluster.config.name!r} has {cluster.n_nodes} nodes)"
+                    )
             specs.append(
                 JobSpec(
                     job_id=f"j{i}",
@@ -154,24 +248,15 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
             synthetic = ()
             ids = [f"j{i}" for i in range(w.num_jobs)]
         else:
-            from .traces import load_philly_csv
-
-            t = w.trace
-            path = Path(t.path)
-            trace = load_philly_csv(
-                path if path.is_absolute() else CONFIG_DIR.parent / path,
-                vc=t.vc,
-                start=t.start,
-                end=t.end,
-                first_n=t.first_n,
-                time_scale=t.time_scale,
-                skip_bad_rows=t.skip_bad_rows,
-            )
+            trace = load_trace_window(w.trace, where)
             arrivals = np.array([j.submit_s for j in trace.jobs])
             gpus = [j.num_gpus for j in trace.jobs]
             durations = [j.duration_s for j in trace.jobs]
             ids = [j.job_id for j in trace.jobs]
+            trace_users = [j.user for j in trace.jobs]
             synthetic = ("model", "num_ps", "epoch_scale", "shard_nodes")
+            if any(u is None for u in trace_users):
+                synthetic += ("user",)
         for i, (jid, at, g, dur) in enumerate(zip(ids, arrivals, gpus, durations)):
             name = names[int(rng.choice(len(names), p=probs))]
             m = zoo.models[name]
@@ -179,10 +264,21 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
                 nw = _pick(rng, w.num_workers, m.default_workers)
                 nps = _pick(rng, w.num_ps, m.default_ps)
                 scale = float(rng.uniform(*w.epoch_scale))
+                user = f"u{i % w.users}"
+                origins.append((
+                    f"workload.num_workers: {list(w.num_workers)}" if w.num_workers
+                    else f"workload.models.{name} (default_workers {m.default_workers})",
+                    f"workload.models.{name}",
+                ))
             else:
                 nw = int(g)
                 nps = max(1, math.ceil(nw / w.ps_ratio))
                 scale = _scale_for_duration(m, nps, nw, float(dur))
+                user = trace_users[i] or f"u{i % w.users}"
+                line = trace.jobs[i].line
+                row = f"jobs[{line - 1}]" if w.trace.format == "philly_json" else f"line {line}"
+                origins.append((f"workload.trace: {trace.source}, {row}: {nw} GPUs",
+                                f"workload.models.{name}"))
             specs.append(
                 JobSpec(
                     job_id=jid,
@@ -192,11 +288,11 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
                     num_workers=nw,
                     shard_nodes=shards(),
                     epoch_scale=scale,
-                    user=f"u{i % w.users}",
+                    user=user,
                     synthetic=synthetic,
                 )
             )
-    _check_fits(specs, cluster, zoo, where)
+    _check_fits(specs, origins, cluster, zoo, where)
     return specs
 
 
@@ -209,25 +305,27 @@ def _scale_for_duration(m, p: int, w: int, duration_s: float) -> float:
     return target / convergence_epoch(m)
 
 
-def _check_fits(specs: list[JobSpec], cluster: Cluster, zoo: ModelZoo, where: str) -> None:
-    """A job that could never run on this cluster is a config error, not a silent starvation."""
-    for s in specs:
+def _check_fits(
+    specs: list[JobSpec], origins: list[tuple[str, str]], cluster: Cluster, zoo: ModelZoo,
+    where: str,
+) -> None:
+    """A job that could never run on this cluster is a config error, not a silent starvation;
+    the message names the key and value (or trace line) the job came from."""
+    for s, (origin, model_key) in zip(specs, origins):
         m = zoo.models[s.model]
         need_gpu = s.num_workers * m.worker.gpu
         if need_gpu > cluster.n_gpus:
             raise ConfigError(
-                f"{where}: job {s.job_id} ({s.model}) needs {need_gpu} GPUs, "
-                f"the cluster has {cluster.n_gpus}"
+                f"{where}: {origin}: job {s.job_id} ({s.model}, {s.num_workers} workers) needs "
+                f"{need_gpu} GPUs, the cluster {cluster.config.name!r} has {cluster.n_gpus}"
             )
         for role, d in (("ps", m.ps), ("worker", m.worker)):
             if d.cpu > cluster.cpus.max() or d.mem_gb > cluster.memory.max():
                 raise ConfigError(
-                    f"{where}: job {s.job_id} ({s.model}): a {role} needs {d.cpu} CPU / "
-                    f"{d.mem_gb} GB, more than any node has"
+                    f"{where}: {model_key}: job {s.job_id}: a {role} needs "
+                    f"{d.cpu} CPU / {d.mem_gb} GB, more than any node of cluster "
+                    f"{cluster.config.name!r} has"
                 )
-        for n in s.shard_nodes:
-            if not 0 <= n < cluster.n_nodes:
-                raise ConfigError(f"{where}: job {s.job_id}: shard node {n} out of range")
 
 
 def build(scenario: str | Path | Scenario | dict, seed: int = 0):
