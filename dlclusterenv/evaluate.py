@@ -1,0 +1,373 @@
+"""The main job: every policy x seed on one scenario, a leaderboard, CSVs and plots.
+
+Fairness: a run is a pure function of (scenario, policy, seed). Jobs, arrival times and noise come
+from the scenario and the seed only (`workload.build`), so every policy sees the same workload.
+
+Determinism: `runs.csv` and `jobs.csv` hold simulated quantities only and are assembled in policy x
+seed order, so the same command gives byte-identical files whichever run finishes first, however
+many workers, and on either backend (local processes or Ray). Wall-clock quantities (mean decision
+latency, run wall time) cannot repeat by nature, so they go to a separate `timing.csv` and to the
+leaderboard, never into `runs.csv`.
+
+Policies: a baseline name (`baselines.REGISTRY`), or a learned-policy spec `KIND:PATH` (e.g.
+`maskableppo:runs/ppo.zip`) dispatched to `agents.learned.run_learned(spec, scenario, seed)`.
+
+Every file is written atomically (a temporary file beside the target, then a rename), so a killed
+run never leaves a half-written CSV or PNG, and an error while writing leaves the old file intact.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import make_sim
+from .workload import Scenario, build
+
+BACKENDS = ("local", "ray")
+
+# Leaderboard columns: key, header, which mean is best. avg JCT ranks the policies.
+BOARD = (
+    ("avg_jct_s", "avg JCT (s)", min),
+    ("p95_jct_s", "p95 JCT (s)", min),
+    ("makespan_s", "makespan (s)", min),
+    ("avg_queue_s", "avg queue (s)", min),
+    ("cross_node_gb", "cross-node GB", min),
+    ("gpu_util", "GPU util", max),
+    ("jain_index", "Jain", max),
+    ("decision_latency_ms", "decision ms", min),
+)
+
+
+class EvaluateError(ValueError):
+    """A bad evaluate argument; the message names it."""
+
+
+class PolicyError(EvaluateError):
+    """A bad --policies entry; the message lists the valid names."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One policy x seed. `summary` and `jobs` are deterministic; `latency_ms` and `wall_s` are not."""
+
+    policy: str
+    seed: int
+    summary: dict[str, float]
+    jobs: list[dict]
+    timeline: tuple
+    latency_ms: float
+    wall_s: float
+
+
+def is_learned(name: str) -> bool:
+    return ":" in name
+
+
+def resolve_policies(spec: str) -> list[str]:
+    """`all` (every baseline) or a comma-separated list of baseline names and `KIND:PATH` specs."""
+    import baselines
+
+    names = baselines.names() if spec.strip() == "all" else [p.strip() for p in spec.split(",") if p.strip()]
+    if not names:
+        raise PolicyError(f"--policies {spec!r} names no policy; valid: all, {', '.join(baselines.names())}")
+    for n in names:
+        if is_learned(n):
+            kind, _, path = n.partition(":")
+            if not kind or not path:
+                raise PolicyError(f"learned policy {n!r} must be KIND:PATH, e.g. maskableppo:runs/ppo.zip")
+        elif n not in baselines.REGISTRY:
+            raise PolicyError(
+                f"unknown policy {n!r}; valid: {', '.join(baselines.names())} (or KIND:PATH for a learned policy)"
+            )
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise PolicyError(f"policy listed twice: {', '.join(dup)}")
+    return names
+
+
+def run_one(scenario: str | Path | Scenario | dict, policy: str, seed: int) -> RunResult:
+    """One policy on one seed. Module-level so process pools and Ray can ship it by reference."""
+    t0 = time.perf_counter()
+    if is_learned(policy):
+        from agents.learned import run_learned  # lazily: torch and SB3 only when a learned policy runs
+
+        m = run_learned(policy, scenario, seed)
+    else:
+        import baselines
+
+        m = make_sim(scenario, seed).run(baselines.make(policy))
+    wall = time.perf_counter() - t0
+    return RunResult(
+        policy=policy,
+        seed=seed,
+        summary=m.summary(),
+        jobs=[asdict(r) for r in m.jobs],
+        timeline=m.timeline,
+        latency_ms=m.decision_latency_ms,
+        wall_s=wall,
+    )
+
+
+def _progress(total: int):
+    """Runs done out of total with elapsed and remaining time (tqdm's estimate), on stderr."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="runs", unit="run", file=sys.stderr)
+
+
+def _run_local(scenario, tasks: list[tuple[str, int]], workers: int) -> Iterator[RunResult]:
+    """A process pool (one per core by default); one worker runs in this process instead."""
+    if workers == 1:
+        for p, s in tasks:
+            yield run_one(scenario, p, s)
+        return
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    n = workers or len(os.sched_getaffinity(0))
+    with ProcessPoolExecutor(max_workers=min(n, len(tasks))) as pool:
+        for f in as_completed([pool.submit(run_one, scenario, p, s) for p, s in tasks]):
+            yield f.result()
+
+
+def _run_ray(scenario, tasks: list[tuple[str, int]], workers: int, address: str | None) -> Iterator[RunResult]:
+    """One Ray task per run. Uses a Ray session already open in this process, else connects to
+    `address` or starts a local one (`workers` CPUs, 0 = all) and shuts it down afterwards. Nodes
+    of a remote cluster need this package installed (same version) to import `run_one`."""
+    import logging
+
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(
+            address=address,
+            num_cpus=(workers or None) if address is None else None,
+            include_dashboard=False,
+            logging_level=logging.WARNING,
+            configure_logging=True,
+        )
+    try:
+        remote = ray.remote(num_cpus=1)(run_one)
+        pending = [remote.remote(scenario, p, s) for p, s in tasks]
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            yield ray.get(ready[0])
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def sweep(
+    scenario, policies: list[str], seeds: int, *, workers: int = 0, backend: str = "local",
+    ray_address: str | None = None, progress: bool = True,
+) -> list[RunResult]:
+    """Every policy x seed (seeds 0..seeds-1), returned in policy x seed order."""
+    if seeds < 1:
+        raise EvaluateError(f"--seeds must be at least 1, got {seeds}")
+    if workers < 0:
+        raise EvaluateError(f"--workers must be 0 (one per core) or more, got {workers}")
+    if backend not in BACKENDS:
+        raise EvaluateError(f"--backend {backend!r}: valid: {', '.join(BACKENDS)}")
+    tasks = [(p, s) for p in policies for s in range(seeds)]
+    runs = _run_ray(scenario, tasks, workers, ray_address) if backend == "ray" else _run_local(scenario, tasks, workers)
+    done: dict[tuple[str, int], RunResult] = {}
+    bar = _progress(len(tasks)) if progress else None
+    for r in runs:
+        done[(r.policy, r.seed)] = r
+        if bar is not None:
+            bar.update()
+    if bar is not None:
+        bar.close()
+    return [done[t] for t in tasks]
+
+
+def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    """`write(tmp)` fills a temporary file beside `path`, which then replaces `path` in one rename.
+    On any error the temporary file is removed and `path` keeps its old content."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    """Rows (all with the first row's keys, in that order) as CSV, atomically. Floats are written
+    with repr, the shortest exact form, so equal results give equal bytes."""
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]), extrasaction="raise", lineterminator="\n")
+    w.writeheader()
+    for i, row in enumerate(rows):
+        if row.keys() != rows[0].keys():
+            raise ValueError(f"{path.name}: row {i + 1} has columns {list(row)}, expected {list(rows[0])}")
+        w.writerow(row)
+    atomic_write(path, lambda tmp: tmp.write_text(buf.getvalue()))
+
+
+def _synthetic_fields(scenario, seeds: int) -> dict[tuple[int, str], str]:
+    """(seed, job id) -> the fields a trace replay invented for that job, ';'-joined ('' if none)."""
+    return {
+        (s, spec.job_id): ";".join(spec.synthetic) for s in range(seeds) for spec in build(scenario, s)[3]
+    }
+
+
+def ci95(x: np.ndarray) -> float:
+    """Half-width of the 95% interval of the mean over seeds (Student t; 0 for one seed): with 3
+    seeds the normal approximation would understate it by a factor of 2.2."""
+    from scipy.stats import t
+
+    n = len(x)
+    return float(t.ppf(0.975, n - 1) * x.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0
+
+
+def leaderboard(results: list[RunResult], policies: list[str]) -> list[dict[str, Any]]:
+    """Per policy: (mean, 95% half-width) of each BOARD metric and the unfinished job count; ranked
+    by mean avg JCT (ties by name)."""
+    board = []
+    for pol in policies:
+        rs = [r for r in results if r.policy == pol]
+        row: dict[str, Any] = {"policy": pol}
+        for key, _, _ in BOARD:
+            x = np.array([r.latency_ms if key == "decision_latency_ms" else r.summary[key] for r in rs], dtype=float)
+            row[key] = (float(x.mean()), ci95(x))
+        row["unfinished"] = sum(int(r.summary["jobs_unfinished"]) for r in rs)
+        board.append(row)
+    board.sort(key=lambda r: (r["avg_jct_s"][0], r["policy"]))
+    return board
+
+
+def _fmt(mean: float, half: float) -> str:
+    digits = 0 if abs(mean) >= 100 else 2 if abs(mean) >= 1 else 3
+    return f"{mean:,.{digits}f} ± {half:,.{digits}f}"
+
+
+def print_leaderboard(board: list[dict[str, Any]], title: str = "", console=None) -> None:
+    """A rich table, each metric's best mean in bold. Rich drops the styling when the output is not a
+    terminal (a pipe, a file), so piped output is plain text; there it is laid out 200 wide."""
+    from rich.console import Console
+    from rich.table import Table
+
+    if console is None:
+        console = Console() if sys.stdout.isatty() else Console(width=200)
+    best = {key: better(r[key][0] for r in board) for key, _, better in BOARD}
+    table = Table(title=title or None, title_justify="left")
+    table.add_column("rank", justify="right")
+    table.add_column("policy", no_wrap=True)
+    for _, header, _ in BOARD:
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("unfinished", justify="right")
+    for i, r in enumerate(board, 1):
+        cells = [f"[bold]{_fmt(*r[k])}[/bold]" if r[k][0] == best[k] else _fmt(*r[k]) for k, _, _ in BOARD]
+        table.add_row(str(i), r["policy"], *cells, str(r["unfinished"]))
+    console.print(table)
+
+
+def evaluate(
+    scenario, policies: list[str], seeds: int, out: Path, *, workers: int = 0, backend: str = "local",
+    ray_address: str | None = None, progress: bool = True,
+) -> list[dict[str, Any]]:
+    """The sweep, then runs.csv, jobs.csv, timing.csv and the plots in `out`; returns the leaderboard."""
+    synthetic = _synthetic_fields(scenario, seeds)  # also validates the scenario before any run starts
+    results = sweep(scenario, policies, seeds, workers=workers, backend=backend, ray_address=ray_address,
+                    progress=progress)
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(out / "runs.csv", [{"policy": r.policy, "seed": r.seed, **r.summary} for r in results])
+    write_csv(out / "jobs.csv", [
+        {"policy": r.policy, "seed": r.seed, **j, "synthetic": synthetic.get((r.seed, j["job_id"]), "")}
+        for r in results for j in r.jobs
+    ])
+    write_csv(out / "timing.csv", [
+        {"policy": r.policy, "seed": r.seed, "decision_latency_ms": r.latency_ms, "wall_s": r.wall_s}
+        for r in results
+    ])
+    plots(out, policies, results)
+    return leaderboard(results, policies)
+
+
+def _save(fig, out: Path, name: str) -> None:
+    atomic_write(out / f"{name}.png", lambda tmp: fig.savefig(tmp, dpi=100, format="png"))
+
+
+def plots(out: Path, policies: list[str], results: list[RunResult]) -> None:
+    """jct.png (CDF and bars of avg JCT and makespan with 95% intervals), utilisation.png (GPU use
+    over time, seed 0), traffic.png (cross-node / cross-rack GB), locality.png (data-local,
+    rack-local, off-switch fractions)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def per(key: str, scale: float = 1.0):
+        xs = [np.array([r.summary[key] for r in results if r.policy == p], dtype=float) / scale for p in policies]
+        return [x.mean() for x in xs], [ci95(x) for x in xs]
+
+    plt.rcParams["axes.prop_cycle"] = plt.cycler(color=plt.cm.tab20.colors)  # 16+ policies
+    fig, (a, b, c) = plt.subplots(1, 3, figsize=(16, 4.5))
+    for pol in policies:
+        x = np.sort([j["jct_s"] for r in results if r.policy == pol for j in r.jobs])
+        a.plot(x / 3600, np.arange(1, len(x) + 1) / max(len(x), 1), label=pol)
+    a.set(xlabel="JCT (h)", ylabel="CDF of jobs", title="Job completion time")
+    a.legend(fontsize=7)
+    for ax, key, title in ((b, "avg_jct_s", "Average JCT (h)"), (c, "makespan_s", "Makespan (h)")):
+        m, e = per(key, 3600)
+        ax.bar(policies, m, yerr=e, capsize=3)
+        ax.set(title=f"{title}, 95% interval over seeds")
+        ax.tick_params(axis="x", rotation=60, labelsize=7)
+    fig.tight_layout()
+    _save(fig, out, "jct")
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for r in results:
+        if r.seed == 0 and r.timeline:
+            tl = np.array(r.timeline)
+            ax.step(tl[:, 0] / 3600, tl[:, 2], where="post", label=r.policy, lw=1)
+    ax.set(xlabel="time (h)", ylabel="GPUs busy (fraction)", title="GPU utilisation, seed 0")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    _save(fig, out, "utilisation")
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(10, 4))
+    x = np.arange(len(policies))
+    for k, (key, label) in enumerate((("cross_node_gb", "across nodes"), ("cross_rack_gb", "across racks"))):
+        m, e = per(key)
+        ax.bar(x + 0.4 * k, m, 0.4, yerr=e, capsize=3, label=label)
+    ax.set_xticks(x + 0.2, policies, rotation=60, fontsize=7)
+    ax.set(ylabel="GB per run", title="Network traffic, 95% interval over seeds")
+    ax.legend()
+    fig.tight_layout()
+    _save(fig, out, "traffic")
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(10, 4))
+    bottom = np.zeros(len(policies))
+    for key, label in (("data_local_frac", "data-local"), ("rack_local_frac", "rack-local"),
+                       ("off_switch_frac", "off-switch")):
+        m, _ = per(key)
+        ax.bar(policies, m, bottom=bottom, label=label)
+        bottom += np.array(m)
+    ax.set(ylabel="fraction of worker starts", title="Input locality (D²S Table 1 classes)")
+    ax.tick_params(axis="x", rotation=60, labelsize=7)
+    ax.legend()
+    fig.tight_layout()
+    _save(fig, out, "locality")
+    plt.close(fig)
