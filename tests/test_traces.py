@@ -1,15 +1,27 @@
-"""Philly trace loader: the real file, its quirks, windows, and bad rows."""
+"""Trace loaders: the real Philly file and its quirks, hand-written rows of the Philly job log
+and the Alibaba 2023 pod and node lists, windows, bad rows and what is left out."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from dlclusterenv import ConfigError, build_cluster
 from dlclusterenv.profiles import shared_dir
-from dlclusterenv.traces import TraceError, TraceSet, load_philly_csv
+from dlclusterenv.traces import (
+    TraceError,
+    TraceSet,
+    TraceWarning,
+    alibaba_cluster_config,
+    load_alibaba_nodes,
+    load_alibaba_pods,
+    load_philly_csv,
+    load_philly_json,
+)
 
 HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
 
@@ -120,8 +132,10 @@ def test_skip_bad_rows_counts_them(tmp_path):
         "2017-10-01 00:00:10,10.0,1,10.0,vcA",
         "not a row",
     )
-    trace = load_philly_csv(path, skip_bad_rows=True)
+    with pytest.warns(TraceWarning, match="skipped 3 malformed rows"):
+        trace = load_philly_csv(path, skip_bad_rows=True)
     assert trace.n_bad_rows_skipped == 3
+    assert "3 malformed rows skipped" in trace.report()
     assert [j.line for j in trace] == [2, 5]
 
 
@@ -156,3 +170,250 @@ def test_time_scale_and_first_n(tmp_path):
                 dict(start="yesterday")]:
         with pytest.raises(ValueError, match=next(iter(bad))):
             load_philly_csv(path, **bad)
+
+
+# ----------------------------------------------------------------------------- Philly job log JSON
+DATA = Path(__file__).parent / "data"
+JOB_LOG = DATA / "philly_cluster_job_log.json"
+PODS = DATA / "openb_pod_list_test.csv"
+NODES = DATA / "openb_node_list_test.csv"
+
+
+def _job(**fields) -> dict:
+    """A well-formed cluster_job_log entry, with some fields replaced."""
+    job = {
+        "status": "Pass", "vc": "vcA", "jobid": "application_9_0001", "user": "alice",
+        "submitted_time": "2017-10-03 10:00:00",
+        "attempts": [{"start_time": "2017-10-03 10:00:05", "end_time": "2017-10-03 10:10:05",
+                      "detail": [{"ip": "m1", "gpus": ["gpu0"]}]}],
+    }
+    job.update(fields)
+    return job
+
+
+def _json(tmp_path: Path, data) -> Path:
+    path = tmp_path / "cluster_job_log"
+    path.write_text(json.dumps(data, indent=1))
+    return path
+
+
+def test_job_log_gpus_durations_and_drops():
+    trace = load_philly_json(JOB_LOG)
+    assert [j.job_id for j in trace] == ["application_1_0006", "application_1_0001",
+                                         "application_1_0002"]
+    # 0006: its first attempt has no end (not the last, so it adds nothing), its last ran 300 s
+    # on 1 GPU; 0001: one 600 s attempt on 2 GPUs; 0002: 60 s + 120 s, ending on 2 x 4 GPUs
+    assert [(j.submit_s, j.duration_s, j.num_gpus) for j in trace] == [
+        (0.0, 300.0, 1), (60.0, 600.0, 2), (90.0, 180.0, 8)]
+    assert [(j.vc, j.user, j.line) for j in trace] == [
+        ("vcB", "dave", 6), ("vcA", "alice", 1), ("vcA", "bob", 2)]
+    assert trace.n_duplicates_dropped == 1 and trace.n_bad_rows_skipped == 0
+    assert trace.dropped == {
+        "jobs still running when the log ended (length unknown)": 1,
+        "jobs without GPUs in any attempt": 1,
+        "jobs without an attempt that has both start and end time": 1,
+        "jobs without attempts (never started)": 1,
+    }
+    assert "1 duplicate rows dropped" in trace.report()
+    assert "synthetic" in trace.synthetic_note and "model" in trace.synthetic_note
+
+
+def test_job_log_windows():
+    a = load_philly_json(JOB_LOG, vc="vcA", time_scale=2.0)
+    assert [(j.job_id, j.submit_s, j.duration_s) for j in a] == [
+        ("application_1_0001", 0.0, 1200.0), ("application_1_0002", 60.0, 360.0)]
+    by_date = load_philly_json(JOB_LOG, start="2017-10-03 10:00:00", end="2017-10-03 10:00:31")
+    by_offset = load_philly_json(JOB_LOG, start=60, end=91)  # seconds after 09:59:00
+    assert [j.line for j in by_date] == [j.line for j in by_offset] == [1, 2]
+    assert [j.line for j in load_philly_json(JOB_LOG, first_n=1)] == [6]
+    with pytest.raises(ValueError, match="vc: 'vcZ' not in .*VCs: vcA, vcB"):
+        load_philly_json(JOB_LOG, vc="vcZ")
+
+
+@pytest.mark.parametrize(
+    ("job", "where"),
+    [
+        (_job(jobid=None), "jobs[1]: jobid: expected a non-empty string, got None"),
+        (_job(vc=7), "vc: expected a non-empty string, got 7"),
+        (_job(user=""), "user: expected"),
+        (_job(submitted_time="03/10/2017"), "submitted_time: expected YYYY-MM-DD"),
+        (_job(submitted_time=None), "submitted_time: missing"),
+        (_job(attempts={"start_time": None}), "attempts: expected a list"),
+        (_job(attempts=["x"]), "attempts[0]: expected a JSON object"),
+        (_job(attempts=[{"start_time": "2017-10-03 10:00:05", "end_time": 5, "detail": []}]),
+         "attempts[0].end_time: expected"),
+        (_job(attempts=[{"start_time": "2017-10-03 10:00:05",
+                         "end_time": "2017-10-03 09:00:00", "detail": []}]),
+         "attempts[0].end_time: '2017-10-03 09:00:00' is before start_time"),
+        (_job(attempts=[{"start_time": None, "end_time": None}]), "attempts[0].detail: expected"),
+        (_job(attempts=[{"start_time": None, "end_time": None, "detail": [{"ip": "m1"}]}]),
+         "attempts[0].detail[0]: expected {ip: str, gpus: list}"),
+        (_job(jobid="application_9_0000", user="bob"), "jobid: repeats jobs[0]"),
+        ("not a job", "jobs[1]: expected a JSON object"),
+    ],
+)
+def test_job_log_bad_entry_names_file_job_and_field(tmp_path, job, where):
+    path = _json(tmp_path, [_job(jobid="application_9_0000"), job])
+    with pytest.raises(TraceError) as err:
+        load_philly_json(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: jobs[1]") and where in message
+    if isinstance(job, dict) and isinstance(job.get("jobid"), str):
+        assert f"(jobid {job['jobid']!r})" in message
+
+
+def test_job_log_not_a_list_or_not_json(tmp_path):
+    with pytest.raises(TraceError, match="expected a JSON list of jobs"):
+        load_philly_json(_json(tmp_path, {"jobs": []}))
+    path = tmp_path / "broken"
+    path.write_text('[\n {"jobid": "a",\n  "vc": }\n]')
+    with pytest.raises(TraceError, match=r"broken:3: not valid JSON"):
+        load_philly_json(path)
+
+
+def test_job_log_skip_bad_rows_counts_and_warns(tmp_path):
+    path = _json(tmp_path, [_job(jobid="a1"), _job(jobid="a2", vc=None), "junk", _job(jobid="a3")])
+    with pytest.warns(TraceWarning, match="skipped 2 malformed rows"):
+        trace = load_philly_json(path, skip_bad_rows=True)
+    assert trace.n_bad_rows_skipped == 2 and [j.job_id for j in trace] == ["a1", "a3"]
+    assert "2 malformed rows skipped" in trace.report()
+
+
+# ----------------------------------------------------------------------------- Alibaba 2023
+def test_alibaba_pods_mapping_and_drops():
+    trace = load_alibaba_pods(PODS)
+    assert [(j.job_id, j.submit_s, j.duration_s, j.num_gpus, j.vc, j.line) for j in trace] == [
+        ("openb-pod-0000", 0.0, 11900.0, 1, "LS", 2),
+        ("openb-pod-0002", 200.0, 7000.0, 8, "Burstable", 4),
+        ("openb-pod-0006", 1000.0, 500.0, 1, "BE", 8),
+    ]
+    assert all(j.user is None for j in trace)
+    assert trace.n_duplicates_dropped == 1 and trace.n_bad_rows_skipped == 0
+    assert trace.dropped == {
+        "CPU-only pods": 1, "fractional-GPU pods (gpu_milli < 1000)": 1,
+        "pods never scheduled": 1, "pods without deletion_time (length unknown)": 1,
+    }
+    whole = load_alibaba_pods(PODS, fractional_gpu="whole")
+    assert [(j.job_id, j.submit_s, j.duration_s, j.num_gpus) for j in whole][1] == (
+        "openb-pod-0001", 50.0, 4940.0, 1)
+    assert "fractional-GPU pods (gpu_milli < 1000)" not in whole.dropped
+    assert "users" in trace.synthetic_note
+
+
+def test_alibaba_pod_windows():
+    ls = load_alibaba_pods(PODS, vc="LS")
+    assert [j.job_id for j in ls] == ["openb-pod-0000"]
+    late = load_alibaba_pods(PODS, start=100, end=1000.5, time_scale=0.5)
+    assert [(j.job_id, j.submit_s, j.duration_s) for j in late] == [
+        ("openb-pod-0002", 0.0, 3500.0), ("openb-pod-0006", 400.0, 250.0)]
+    assert [j.job_id for j in load_alibaba_pods(PODS, first_n=2)] == [
+        "openb-pod-0000", "openb-pod-0002"]
+    with pytest.raises(ValueError, match="start: this trace's times are seconds"):
+        load_alibaba_pods(PODS, start="2023-01-01")
+    with pytest.raises(ValueError, match="QoS classes: BE, Burstable, LS"):
+        load_alibaba_pods(PODS, vc="Guaranteed")
+    with pytest.raises(ValueError, match="fractional_gpu"):
+        load_alibaba_pods(PODS, fractional_gpu="half")
+
+
+POD_HEADER = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+              "creation_time,deletion_time,scheduled_time\n")
+GOOD_POD = "p0,1000,1024,1,1000,,LS,Running,0,100,10"
+
+
+@pytest.mark.parametrize(
+    ("row", "field"),
+    [
+        ("p1,1000,1024,two,1000,,LS,Running,0,100,10", "num_gpu: not a number"),
+        ("p1,1000,1024,1.5,1000,,LS,Running,0,100,10", "num_gpu: not an integer"),
+        ("p1,1000,1024,1,1500,,LS,Running,0,100,10", "gpu_milli: must be a finite number in [0, 1000]"),
+        ("p1,1000,1024,1,0,,LS,Running,0,100,10", "gpu_milli: 0 with num_gpu 1"),
+        ("p1,1000,1024,0,500,,LS,Running,0,100,10", "gpu_milli: 500 with num_gpu 0"),
+        ("p1,-5,1024,1,1000,,LS,Running,0,100,10", "cpu_milli: must be"),
+        ("p1,1000,lots,1,1000,,LS,Running,0,100,10", "memory_mib: not a number"),
+        ("p1,1000,1024,1,1000,,LS,Running,,100,10", "creation_time: missing value"),
+        ("p1,1000,1024,1,1000,,LS,Running,50,100,10", "scheduled_time: 10 is before creation_time"),
+        ("p1,1000,1024,1,1000,,LS,Running,0,5,10", "deletion_time: 5 is before scheduled_time"),
+        ("p1,1000,1024,1,1000,,LS,Running,0,nan,10", "deletion_time: must be a finite number"),
+        ("p1,1000,1024,1,1000,,LS,Running,0,100", "fields: expected 11"),
+        (",1000,1024,1,1000,,LS,Running,0,100,10", "name: missing value"),
+        ("p0,1000,1024,2,1000,,LS,Running,0,100,10", "name: 'p0' already on line 2"),
+    ],
+)
+def test_alibaba_bad_pod_names_file_line_and_field(tmp_path, row, field):
+    path = tmp_path / "openb_pod_list_x.csv"
+    path.write_text(POD_HEADER + GOOD_POD + "\n" + row + "\n")
+    with pytest.raises(TraceError) as err:
+        load_alibaba_pods(path)
+    assert str(err.value).startswith(f"{path}:3: ") and field in str(err.value)
+
+
+def test_alibaba_pods_header_any_order_and_skip_count(tmp_path):
+    path = tmp_path / "openb_pod_list_x.csv"
+    path.write_text("name,cpu_milli\np0,1000\n")
+    with pytest.raises(TraceError, match=r":1: header: missing memory_mib,num_gpu"):
+        load_alibaba_pods(path)
+    columns = POD_HEADER.strip().split(",")
+    order = columns[::-1] + ["extra"]
+    good = dict(zip(columns, GOOD_POD.split(",")))
+    bad = {**good, "name": "p1", "num_gpu": "x"}
+    path.write_text(",".join(order) + "\n" + "\n".join(
+        ",".join(r.get(c, "?") for c in order) for r in (good, bad)) + "\n")
+    with pytest.warns(TraceWarning, match="skipped 1 malformed rows"):
+        trace = load_alibaba_pods(path, skip_bad_rows=True)
+    assert [(j.job_id, j.duration_s) for j in trace] == [("p0", 90.0)]
+    assert trace.n_bad_rows_skipped == 1
+
+
+def test_alibaba_nodes_become_a_cluster_config():
+    nodes = load_alibaba_nodes(NODES)
+    assert len(nodes) == 8 and nodes[3].gpu_model == "none" and nodes[3].gpus == 0
+    assert nodes[0].cpus == 96.0 and nodes[0].memory_gb == pytest.approx(786432 * 2**20 / 1e9)
+    cfg = alibaba_cluster_config(NODES, name="openb", source="test", nodes_per_rack=2,
+                                 nic_MBps=3125, uplink_MBps=6250, gpu_memory_gb={"P100": 16})
+    cluster = build_cluster(cfg)
+    # grouped by GPU model in order of first appearance, cut into racks of 2 in file order
+    models = [[cluster.graph.nodes[f"{n}/g0"]["model"] if cluster.gpus[i] else "none"
+               for i, n in enumerate(cluster.node_names) if cluster.node_rack[i] == r]
+              for r in range(cluster.n_racks)]
+    assert models == [["V100M32"] * 2, ["V100M32"] * 2, ["P100"] * 2, ["none"], ["T4"]]
+    assert cluster.n_gpus == 8 * 4 + 2 * 2 + 4 and cluster.n_nodes == 8
+    assert cluster.memory[3] == pytest.approx(524288 * 2**20 / 1e9)  # node 0006, own node type
+    assert list(cluster.gpu_memory) == [32, 32, 32, 32, 16, 16, 0, 16]
+    assert set(cluster.uplink) == {6250e6} and set(cluster.nic) == {3125e6}
+
+
+@pytest.mark.parametrize(
+    ("row", "field"),
+    [
+        ("n9,64000,262144,2,", "model: missing for a node with 2 GPUs"),
+        ("n9,0,262144,2,P100", "cpu_milli: must be > 0"),
+        ("n9,64000,262144,-1,P100", "gpu: must be"),
+        ("n0,64000,262144,2,P100", "sn: 'n0' already on line 2"),
+    ],
+)
+def test_alibaba_bad_node_names_file_line_and_field(tmp_path, row, field):
+    path = tmp_path / "openb_node_list_x.csv"
+    path.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,32000,131072,0,\n" + row + "\n")
+    with pytest.raises(TraceError) as err:
+        load_alibaba_nodes(path)
+    assert str(err.value).startswith(f"{path}:3: ") and field in str(err.value)
+
+
+def test_cluster_yaml_with_node_list(tmp_path):
+    path = tmp_path / "openb.yaml"
+    path.write_text(
+        "name: openb\nsource: hand-written node list\n"
+        f"node_list: {{path: {NODES}, nodes_per_rack: 4, nic_MBps: 3125, uplink_MBps: 6250}}\n")
+    cluster = build_cluster(path)
+    assert cluster.config.name == "openb" and cluster.n_racks == 4 and cluster.n_gpus == 40
+    path.write_text(f"name: x\nsource: y\nnode_list: {{path: {NODES}, nodes_per_rack: 0, "
+                    "nic_MBps: 1, uplink_MBps: 1, racks: 3}\n")
+    with pytest.raises(ConfigError) as err:
+        build_cluster(path)
+    assert f"{path}: node_list.nodes_per_rack" in str(err.value) and "(value: 0)" in str(err.value)
+    assert f"{path}: node_list.racks: Extra inputs are not permitted" in str(err.value)
+    path.write_text(f"name: x\nsource: y\nnode_list: {{path: {tmp_path / 'none.csv'}, "
+                    "nodes_per_rack: 2, nic_MBps: 1, uplink_MBps: 1}\n")
+    with pytest.raises(TraceError, match="none.csv: cannot read Alibaba node list"):
+        build_cluster(path)
