@@ -584,6 +584,7 @@ def _number(values: dict[str, str], name: str, *, integer: bool = False, lo: flo
 
 
 def _unique_name(values: dict[str, str], name: str, line: int, first: dict[str, int]) -> str:
+    """The row's id, claimed for ``line``; called last, so a skipped bad row claims nothing."""
     text = values[name]
     if not text:
         raise ValueError(f"{name}: missing value")
@@ -632,7 +633,6 @@ def load_alibaba_pods(
     first: dict[str, int] = {}
 
     def parse(v: dict[str, str], line: int) -> _Row | str:
-        name = _unique_name(v, "name", line, first)
         _number(v, "cpu_milli")
         _number(v, "memory_mib")
         num_gpu = int(_number(v, "num_gpu", integer=True))
@@ -651,6 +651,7 @@ def load_alibaba_pods(
         if deleted is not None and deleted < (created if scheduled is None else scheduled):
             raise ValueError(f"deletion_time: {v['deletion_time']} is before "
                              f"{'creation_time' if scheduled is None else 'scheduled_time'}")
+        name = _unique_name(v, "name", line, first)
         if num_gpu == 0:
             return "CPU-only pods"
         if gpu_milli < 1000 and fractional_gpu == "skip":
@@ -693,7 +694,6 @@ def load_alibaba_nodes(path: str | Path, *, skip_bad_rows: bool = False) -> tupl
     first: dict[str, int] = {}
 
     def parse(v: dict[str, str], line: int) -> TraceNode:
-        name = _unique_name(v, "sn", line, first)
         cpu_milli = _number(v, "cpu_milli")
         memory_mib = _number(v, "memory_mib")
         for key, x in (("cpu_milli", cpu_milli), ("memory_mib", memory_mib)):
@@ -702,7 +702,7 @@ def load_alibaba_nodes(path: str | Path, *, skip_bad_rows: bool = False) -> tupl
         gpus = int(_number(v, "gpu", integer=True))
         if gpus and not v["model"]:
             raise ValueError(f"model: missing for a node with {gpus} GPUs")
-        return TraceNode(name, cpu_milli / 1000, memory_mib * _MIB, gpus,
+        return TraceNode(_unique_name(v, "sn", line, first), cpu_milli / 1000, memory_mib * _MIB, gpus,
                          v["model"] if gpus else "none", line)
 
     nodes, _, _ = _read_named_csv(path, ALIBABA_NODE_COLUMNS, parse, skip_bad_rows=skip_bad_rows,
