@@ -35,6 +35,11 @@ def test_unknown_policy_lists_the_valid_ones():
         main(["evaluate", "--scenario", "tiny", "--policies", "nope"])
 
 
+def test_bad_evaluate_arguments_exit_2_naming_them(capsys):
+    assert main(["evaluate", "--scenario", "tiny", "--policies", "fifo", "--seeds", "0"]) == 2
+    assert "--seeds must be at least 1, got 0" in capsys.readouterr().err
+
+
 def test_reproduce_drf_json(tmp_path):
     out = tmp_path / "drf.json"
     assert main(["reproduce", "drf", "--seeds", "1", "--json", str(out)]) == 0
