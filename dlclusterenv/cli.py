@@ -25,6 +25,17 @@ def _policies(spec: str) -> list[str]:
         raise SystemExit(str(e)) from None
 
 
+def _scenario(a: argparse.Namespace):
+    """The scenario with --skip-bad-rows applied; a trace replay's counts (rows selected, skipped,
+    dropped) are printed once, here, before any run starts."""
+    from .workload import prepare
+
+    scenario, trace = prepare(a.scenario, skip_bad_rows=a.skip_bad_rows)
+    if trace is not None:
+        print(trace.report(), file=sys.stderr)
+    return scenario
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="dlcluster", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -40,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--ray-address", default=None,
                     help="Ray cluster to join (default: start a local one with ray.init())")
     rn = sub.add_parser("run", help="one policy, one seed; prints the metrics")
+    for p in (ev, rn):
+        p.add_argument("--skip-bad-rows", action="store_true",
+                       help="leave malformed trace rows out (and print how many) instead of failing")
     rn.add_argument("--scenario", default="default")
     rn.add_argument("--policy", default="fifo")
     rn.add_argument("--seed", type=int, default=0)
@@ -69,12 +83,12 @@ def main(argv: list[str] | None = None) -> int:
                     json.dump([c.row() for c in claims], f, indent=2)
                 os.replace(tmp, path)
         elif a.cmd == "run":
-            r = evaluate.run_one(a.scenario, _policies(a.policy)[0], a.seed)
+            r = evaluate.run_one(_scenario(a), _policies(a.policy)[0], a.seed)
             for k, v in {**r.summary, "decision_latency_ms": r.latency_ms}.items():
                 print(f"{k:>20}: {v:,.4g}")
         else:
             out = Path(a.out)
-            board = evaluate.evaluate(a.scenario, _policies(a.policies), a.seeds, out, workers=a.workers,
+            board = evaluate.evaluate(_scenario(a), _policies(a.policies), a.seeds, out, workers=a.workers,
                                       backend=a.backend, ray_address=a.ray_address)
             evaluate.print_leaderboard(
                 board, f"scenario {a.scenario}, {a.seeds} seeds; mean ± 95% interval; ranked by avg JCT")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -223,3 +224,27 @@ def test_alibaba_replay_on_its_node_list_cluster(tmp_path):
     assert {r.synthetic for r in metrics.jobs} == {"model;num_ps;epoch_scale;shard_nodes;user"}
     again = make_sim(scenario, seed=3).run(baselines.make("fifo"))
     assert again.summary() == metrics.summary()
+
+
+def test_cli_skip_bad_rows_overrides_the_scenario_and_prints_the_count(tmp_path, capsys):
+    from dlclusterenv.cli import main
+
+    pods = tmp_path / "openb_pod_list_bad.csv"
+    lines = (DATA / "openb_pod_list_test.csv").read_text().splitlines()
+    lines[1] = lines[1].replace(",LS,Running,0,", ",LS,Running,zero,")
+    pods.write_text("\n".join(lines) + "\n")
+    path = str(_scenario_file(tmp_path, _with_trace(TRACE_PODS, path=str(pods))))
+    assert main(["run", "--scenario", path, "--policy", "fifo"]) == 2
+    assert f"{pods}:2: creation_time: not a number: 'zero'" in capsys.readouterr().err
+    assert main(["run", "--scenario", path, "--policy", "fifo", "--skip-bad-rows"]) == 0
+    captured = capsys.readouterr()
+    assert f"trace {pods}: 2 jobs selected; 1 malformed rows skipped" in captured.err
+    assert "jobs_finished" in captured.out
+    out = tmp_path / "eval"
+    assert main(["evaluate", "--scenario", path, "--policies", "fifo", "--seeds", "1",
+                 "--workers", "1", "--out", str(out), "--skip-bad-rows"]) == 0
+    assert "1 malformed rows skipped" in capsys.readouterr().err
+    with open(out / "jobs.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["job_id"] for r in rows] == ["openb-pod-0002", "openb-pod-0006"]
+    assert {r["synthetic"] for r in rows} == {"model;num_ps;epoch_scale;shard_nodes;user"}
