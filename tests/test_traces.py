@@ -417,3 +417,29 @@ def test_cluster_yaml_with_node_list(tmp_path):
                     "nodes_per_rack: 2, nic_MBps: 1, uplink_MBps: 1}\n")
     with pytest.raises(TraceError, match="none.csv: cannot read Alibaba node list"):
         build_cluster(path)
+
+
+def test_job_log_and_csv_agree_on_real_rows(philly, tmp_path):
+    """Real Philly rows written as job-log entries (one attempt, GPUs spread over 8-GPU machines)
+    replay exactly as the CSV loader reads them."""
+    from datetime import timedelta
+
+    t0 = datetime(2017, 9, 4, 10, 30, 41)  # submit_s 0 of the whole file
+    rows = [j for j in philly if j.vc == "11cb48" and (j.num_gpus > 8 or j.line % 40 == 0)][:300]
+    assert max(j.num_gpus for j in rows) > 8  # some span machines
+    entries = []
+    for j in rows:
+        submit = t0 + timedelta(seconds=j.submit_s)
+        start = submit + timedelta(seconds=30)
+        detail = [{"ip": f"m{k}", "gpus": [f"gpu{g}" for g in range(min(8, j.num_gpus - 8 * k))]}
+                  for k in range(-(-j.num_gpus // 8))]
+        entries.append({
+            "status": "Pass", "vc": j.vc, "jobid": j.job_id, "user": "u",
+            "submitted_time": f"{submit:%Y-%m-%d %H:%M:%S}",
+            "attempts": [{"start_time": f"{start:%Y-%m-%d %H:%M:%S}",
+                          "end_time": f"{start + timedelta(seconds=j.duration_s):%Y-%m-%d %H:%M:%S}",
+                          "detail": detail}],
+        })
+    from_json = load_philly_json(_json(tmp_path, entries))
+    assert [(j.job_id, j.submit_s, j.duration_s, j.num_gpus) for j in from_json] == [
+        (j.job_id, j.submit_s - rows[0].submit_s, j.duration_s, j.num_gpus) for j in rows]
