@@ -702,7 +702,8 @@ def load_alibaba_nodes(path: str | Path, *, skip_bad_rows: bool = False) -> tupl
         gpus = int(_number(v, "gpu", integer=True))
         if gpus and not v["model"]:
             raise ValueError(f"model: missing for a node with {gpus} GPUs")
-        return TraceNode(_unique_name(v, "sn", line, first), cpu_milli / 1000, memory_mib * _MIB, gpus,
+        name = _unique_name(v, "sn", line, first)
+        return TraceNode(name, cpu_milli / 1000, memory_mib * _MIB, gpus,
                          v["model"] if gpus else "none", line)
 
     nodes, _, _ = _read_named_csv(path, ALIBABA_NODE_COLUMNS, parse, skip_bad_rows=skip_bad_rows,

@@ -326,7 +326,7 @@ GOOD_POD = "p0,1000,1024,1,1000,,LS,Running,0,100,10"
     [
         ("p1,1000,1024,two,1000,,LS,Running,0,100,10", "num_gpu: not a number"),
         ("p1,1000,1024,1.5,1000,,LS,Running,0,100,10", "num_gpu: not an integer"),
-        ("p1,1000,1024,1,1500,,LS,Running,0,100,10", "gpu_milli: must be a finite number in [0, 1000]"),
+        ("p1,1000,1024,1,1500,,LS,Running,0,100,10", "gpu_milli: must be a finite number in [0, 1"),
         ("p1,1000,1024,1,0,,LS,Running,0,100,10", "gpu_milli: 0 with num_gpu 1"),
         ("p1,1000,1024,0,500,,LS,Running,0,100,10", "gpu_milli: 500 with num_gpu 0"),
         ("p1,-5,1024,1,1000,,LS,Running,0,100,10", "cpu_milli: must be"),
@@ -431,13 +431,14 @@ def test_job_log_and_csv_agree_on_real_rows(philly, tmp_path):
     for j in rows:
         submit = t0 + timedelta(seconds=j.submit_s)
         start = submit + timedelta(seconds=30)
+        end = start + timedelta(seconds=j.duration_s)
         detail = [{"ip": f"m{k}", "gpus": [f"gpu{g}" for g in range(min(8, j.num_gpus - 8 * k))]}
                   for k in range(-(-j.num_gpus // 8))]
         entries.append({
             "status": "Pass", "vc": j.vc, "jobid": j.job_id, "user": "u",
             "submitted_time": f"{submit:%Y-%m-%d %H:%M:%S}",
             "attempts": [{"start_time": f"{start:%Y-%m-%d %H:%M:%S}",
-                          "end_time": f"{start + timedelta(seconds=j.duration_s):%Y-%m-%d %H:%M:%S}",
+                          "end_time": f"{end:%Y-%m-%d %H:%M:%S}",
                           "detail": detail}],
         })
     from_json = load_philly_json(_json(tmp_path, entries))
