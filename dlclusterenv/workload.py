@@ -4,8 +4,8 @@ A scenario YAML (configs/scenarios/*.yaml) names a cluster and a workload. Job g
 function of the scenario and the seed, so every policy sees the same jobs, arrival times and noise
 for a given seed. Trace replay (any format of dlclusterenv.traces: Philly CSV or job-log JSON,
 Alibaba 2023 pods) maps each trace job to a PS/worker job: GPUs -> workers, PS =
-ceil(workers / ps_ratio), and a model drawn from the scenario's model mix with the scenario's
-seeded generator, one draw per job in trace order. The trace's duration is kept as the job's size:
+ceil(workers / ps_ratio), and a model drawn from the scenario's model mix by the seed's generator
+(numpy default_rng([seed, 7])), one weighted draw per job in trace order. The trace's duration is kept as the job's size:
 its convergence curve is stretched (epoch_scale) so that it converges after about duration / ideal
 epoch time epochs (the epoch time of its (p, w) with no contention or network cost), capped by the
 model's epoch budget. What the trace does not say is synthetic, and every such job lists it in
