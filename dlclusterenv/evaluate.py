@@ -268,7 +268,9 @@ def print_leaderboard(board: list[dict[str, Any]], title: str = "", console=None
     if console is None:
         console = Console() if sys.stdout.isatty() else Console(width=200)
     best = {key: better(r[key][0] for r in board) for key, _, better in BOARD}
-    table = Table(title=title or None, title_justify="left")
+    if title:
+        console.print(title, highlight=False)
+    table = Table()
     table.add_column("rank", justify="right")
     table.add_column("policy", no_wrap=True)
     for _, header, _ in BOARD:
@@ -298,8 +300,9 @@ def evaluate(
         {"policy": r.policy, "seed": r.seed, "decision_latency_ms": r.latency_ms, "wall_s": r.wall_s}
         for r in results
     ])
-    plots(out, policies, results)
-    return leaderboard(results, policies)
+    board = leaderboard(results, policies)
+    plots(out, [r["policy"] for r in board], results)  # bars and legends in leaderboard order
+    return board
 
 
 def _save(fig, out: Path, name: str) -> None:
