@@ -119,7 +119,8 @@ class ClusterEncoder(nn.Module):
         ctx = th.cat([task[:, :_SLOT], obs["global"]], dim=-1)
         slot = th.round(task[:, _SLOT] * j).long().clamp(0, j - 1)
         has_role = (task[:, 0] + task[:, 1] > 0.5).to(jobs.dtype)
-        focal = nn.functional.one_hot(slot, j).to(jobs.dtype) * has_role.unsqueeze(-1)
+        focal = (th.arange(j, device=slot.device) == slot.unsqueeze(-1)).to(jobs.dtype)
+        focal = focal * has_role.unsqueeze(-1)
         hn = self.node_in(th.cat([nodes, ctx.unsqueeze(1).expand(-1, n, -1)], dim=-1))
         hj = self.job_in(th.cat([jobs, focal.unsqueeze(-1), ctx.unsqueeze(1).expand(-1, j, -1)], -1))
         r = nodes[..., _RACK]
