@@ -3,6 +3,7 @@
     dlcluster evaluate --scenario default --policies all --seeds 3 --out runs/default
     dlcluster run --scenario dltap --policy fifo --seed 0
     dlcluster envs
+    dlcluster train --config configs/agents/smoke.yaml --out runs/smoke [--resume runs/smoke]
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("--seeds", type=int, default=3)
     rp.add_argument("--json", help="write [{claim, paper, simulated, direction_ok}] here")
     sub.add_parser("envs", help="list the registered Gym env ids")
+    tr = sub.add_parser("train", help="train PPO / MaskablePPO from configs/agents/*.yaml")
+    tr.add_argument("--config", help="training YAML (configs/agents/NAME.yaml)")
+    tr.add_argument("--out", help="run directory: config.yaml, tb/, checkpoints/, model.zip")
+    tr.add_argument("--resume", help="continue the run in this directory from its last checkpoint")
     a = ap.parse_args(argv)
     try:
         if a.cmd == "envs":
@@ -82,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
                 with os.fdopen(fd, "w") as f:
                     json.dump([c.row() for c in claims], f, indent=2)
                 os.replace(tmp, path)
+        elif a.cmd == "train":
+            from agents.train import train_cli
+
+            train_cli(a.config, a.out, a.resume)
         elif a.cmd == "run":
             r = evaluate.run_one(_scenario(a), _policies(a.policy)[0], a.seed)
             for k, v in {**r.summary, "decision_latency_ms": r.latency_ms}.items():

@@ -1,0 +1,132 @@
+"""A trained model as a policy like any other: `ppo:PATH` and `maskableppo:PATH` on the leaderboard.
+
+PATH is a model.zip written by `dlcluster train`; the config.yaml beside it names the env id and
+its keyword arguments, so the env is rebuilt as in training, on the requested scenario and seed.
+`env.reset(seed=s)` builds the same workload as `make_sim(scenario, s)` (the adapter tests check
+the two doors agree), so `run_learned` returns the Metrics a baseline run returns, for the same
+leaderboard and CSVs. The policy acts deterministically; a maskable one only among valid actions.
+
+Another scenario than the training one: if its cluster has more nodes than the config's
+`max_nodes`, the env is sized to the cluster; if the observation or action space then differs from
+the model's, the weights are moved onto the new spaces with `agents.policies.transfer`, which only
+size-agnostic policies (EntityPolicy subclasses) allow; any other model gets a ConfigError.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+
+from dlclusterenv import make_sim
+from dlclusterenv.config import ConfigError
+from dlclusterenv.metrics import Metrics
+from dlclusterenv.workload import build
+
+from .train import TrainConfig, algo_class, load_config
+
+PREFIXES = {"ppo": "ppo", "maskableppo": "maskable_ppo"}
+
+
+class StuckPolicyError(RuntimeError):
+    """A deterministic policy took a masked action: the env leaves the state unchanged, so the
+    policy would repeat it forever (only possible without action masks, i.e. plain PPO)."""
+
+
+def parse_spec(spec: str) -> tuple[str, Path, TrainConfig]:
+    """`prefix:PATH` -> (algo, model path, its training config); ConfigError naming the spec."""
+    prefix, sep, path = spec.partition(":")
+    if not sep or prefix not in PREFIXES:
+        raise ConfigError(f"policy {spec!r}: unknown learned-policy prefix {prefix!r}; "
+                          f"use {' or '.join(p + ':PATH/model.zip' for p in PREFIXES)}")
+    model = Path(path)
+    if not model.is_file():
+        raise ConfigError(f"policy {spec!r}: model file {path!r} not found")
+    cfg_path = model.parent / "config.yaml"
+    if not cfg_path.is_file():
+        raise ConfigError(f"policy {spec!r}: {cfg_path} not found (dlcluster train writes the "
+                          "config that names the model's env beside model.zip)")
+    cfg = load_config(cfg_path)
+    if cfg.algo != PREFIXES[prefix]:
+        raise ConfigError(f"policy {spec!r}: {cfg_path} says algo {cfg.algo!r}, not {PREFIXES[prefix]!r}")
+    return cfg.algo, model, cfg
+
+
+def env_for(cfg: TrainConfig, scenario: str | None) -> gym.Env:
+    """The training env on `scenario` (None: the training scenario), sized to fit its cluster."""
+    kw = dict(cfg.env.kwargs)
+    if scenario is not None:
+        kw["scenario"] = scenario
+    if kw.get("max_nodes"):
+        kw["max_nodes"] = max(kw["max_nodes"], build(kw.get("scenario", "default"), 0)[1].n_nodes)
+    return gym.make(cfg.env.id, **kw)
+
+
+def fit_spaces(model, env: gym.Env):
+    """The model itself when the env has its spaces; else a transferred copy (see module doc)."""
+    if model.observation_space == env.observation_space and model.action_space == env.action_space:
+        return model
+    from .policies import transfer
+
+    try:
+        return transfer(model, env, device=str(model.device))
+    except ValueError as e:
+        raise ConfigError(
+            f"the model was trained on other spaces than this scenario's env "
+            f"(nodes {model.observation_space['nodes'].shape} vs {env.observation_space['nodes'].shape}, "
+            f"actions {model.action_space} vs {env.action_space}) and cannot move: {e}"
+        ) from None
+
+
+def episode(model, env: gym.Env, seed: int, masked: bool) -> Metrics:
+    """One deterministic episode; the Metrics Simulator.run would return."""
+    obs, _ = env.reset(seed=seed)
+    steps = 0
+    while True:
+        if masked:
+            a, _ = model.predict(obs, action_masks=env.unwrapped.action_masks(), deterministic=True)
+        else:
+            a, _ = model.predict(obs, deterministic=True)
+        obs, _, term, trunc, info = env.step(int(a))
+        steps += 1
+        if term or trunc:
+            return env.unwrapped.sim.metrics()
+        if info["invalid_action"]:
+            raise StuckPolicyError(
+                f"seed {seed}, step {steps}: the policy chose masked action {int(a)}; the state is "
+                "unchanged, so a deterministic policy repeats it forever (train with maskable_ppo)"
+            )
+
+
+def run_learned(spec: str, scenario: str, seed: int) -> Metrics:
+    """`ppo:PATH` / `maskableppo:PATH` on a scenario and seed -> the same Metrics as a baseline."""
+    algo, path, cfg = parse_spec(spec)
+    env = env_for(cfg, scenario)
+    model = fit_spaces(algo_class(algo).load(path, device="cpu"), env)
+    return episode(model, env, seed, masked=algo == "maskable_ppo")
+
+
+def evaluate_model(model, cfg: TrainConfig, scenario: str | None, seeds: list[int],
+                   baselines: list[str], cache: dict) -> tuple[dict[str, list[dict]], int]:
+    """The model (name "policy") and each baseline on the held-out seeds: ({name: [summary per
+    seed]}, seeds on which the policy got stuck). Baseline runs are deterministic per seed, so they
+    are kept in `cache` across the evaluations of one training run."""
+    import baselines as registry
+
+    env = env_for(cfg, scenario)
+    m = fit_spaces(model, env)
+    scores: dict[str, list[dict]] = {"policy": []}
+    stuck = 0
+    for s in seeds:
+        try:
+            scores["policy"].append(episode(m, env, s, masked=cfg.algo == "maskable_ppo").summary())
+        except StuckPolicyError:
+            stuck += 1
+    env.close()
+    name = scenario or cfg.env.kwargs.get("scenario", "default")
+    for b in baselines:
+        for s in seeds:
+            if (name, b, s) not in cache:
+                cache[(name, b, s)] = make_sim(name, s).run(registry.make(b)).summary()
+        scores[b] = [cache[(name, b, s)] for s in seeds]
+    return scores, stuck

@@ -1,0 +1,414 @@
+"""`dlcluster train`: PPO / MaskablePPO on any DLCluster env id, configured by YAML.
+
+    dlcluster train --config configs/agents/smoke.yaml --out runs/smoke
+    dlcluster train --resume runs/smoke          # continue from the last checkpoint
+
+A config (configs/agents/*.yaml) is validated strictly by pydantic: an unknown key, a wrong type, an
+unknown env id, policy, baseline or hyperparameter is a ConfigError naming the file, the key and the
+value. Policies are SB3 names ("MultiInputPolicy") or dotted import paths
+("agents.policies.PlacePolicy"), so new policy classes plug in without code changes here.
+
+What a run directory holds:
+- config.yaml: the resolved config (every default filled in); the model is re-created from it.
+- tb/: TensorBoard. SB3's own scalars (rollout/ep_rew_mean, train/*) plus, at every episode end of
+  every training env, episode/reward and the scheduling metrics from info["metrics"]
+  (episode/avg_jct_s, makespan_s, cross_node_gb, gpu_util, jobs_unfinished), and every eval_every
+  steps eval/<metric>/policy beside eval/<metric>/<baseline> on the held-out eval seeds.
+- checkpoints/step_<num_timesteps>.zip every checkpoint_every steps, taken at rollout boundaries
+  (after the PPO update, before the next rollout), so a checkpoint holds every step it counts.
+- model.zip: the final model; run.json: timesteps, cumulative wall time, BC statistics.
+
+What `--resume DIR` restores: from the last checkpoint's SB3 zip, the policy and value weights, the
+optimizer (Adam) state, num_timesteps and the update count (so the learning-rate and clip schedules
+continue where they were); TensorBoard steps continue from num_timesteps in the same tb/ folder; the
+config comes from DIR/config.yaml (a --config given with --resume may only raise total_timesteps).
+Not restored: the envs' episodes in progress (the envs are reset; their seeds are seed +
+num_timesteps + env index, so a resumed run is reproducible but does not replay the workloads the
+interrupted run would have seen) and SB3's 100-episode reward window.
+
+Seeds: the model (torch, numpy, random, action sampling) is seeded with `seed`; vec env i resets
+first with seed + i and then draws its episode seeds from its own generator; BC episodes use
+seed + i; evaluation uses the config's held-out `eval.seeds`, which must differ from all of these.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import os
+import re
+import tempfile
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+import dlclusterenv
+from dlclusterenv.config import ConfigError, read_yaml
+
+EPISODE_METRICS = ("avg_jct_s", "makespan_s", "cross_node_gb", "gpu_util", "jobs_unfinished")
+_CHECKPOINT = re.compile(r"step_(\d+)\.zip$")
+
+
+def algo_class(name: str):
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3 import PPO
+
+    return {"ppo": PPO, "maskable_ppo": MaskablePPO}[name]
+
+
+def import_path(dotted: str):
+    """`package.module.Name` -> the object; ValueError naming what is missing."""
+    module, _, name = dotted.rpartition(".")
+    if not module:
+        raise ValueError(f"{dotted!r} is not a dotted import path (package.module.Name)")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"cannot import {dotted!r}: {e}") from None
+
+
+def _resolve_kwargs(kw: dict[str, Any]) -> dict[str, Any]:
+    """policy_kwargs whose key ends in _class or _fn name classes and functions by dotted path
+    (features_extractor_class, optimizer_class, activation_fn); YAML cannot hold the objects."""
+    return {
+        k: import_path(v) if isinstance(v, str) and k.endswith(("_class", "_fn")) else v
+        for k, v in kw.items()
+    }
+
+
+class _KeyError(ValueError):
+    """A check across fields, reported under the key it is about (not the config's root)."""
+
+    def __init__(self, key: str, value: Any, msg: str):
+        super().__init__(msg)
+        self.key, self.value = key, value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EnvSpec(_Strict):
+    id: str
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="gym.make keyword arguments")
+
+    @field_validator("id")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in dlclusterenv.ENV_IDS:
+            raise ValueError(f"unknown env id; registered: {', '.join(dlclusterenv.ENV_IDS)}")
+        return v
+
+
+class EvalSpec(_Strict):
+    scenario: str | None = Field(default=None, description="default: the training env's scenario")
+    seeds: list[int] = Field(default=[1000, 1001, 1002], min_length=1)
+    baselines: list[str] = Field(default_factory=list)
+
+    @field_validator("baselines")
+    @classmethod
+    def _known(cls, v: list[str]) -> list[str]:
+        import baselines
+
+        bad = [b for b in v if b not in baselines.REGISTRY]
+        if bad:
+            raise ValueError(f"unknown baseline(s) {bad}; valid: {', '.join(baselines.names())}")
+        return v
+
+
+class BCSpec(_Strict):
+    """Behaviour-cloning warm start (agents/bc.py) before RL."""
+
+    heuristic: str
+    episodes: int = Field(ge=1)
+    epochs: int = Field(ge=1)
+    batch_size: int = Field(default=256, ge=1)
+    learning_rate: float = Field(default=1e-3, gt=0)
+
+    @field_validator("heuristic")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        import baselines
+
+        if v not in baselines.REGISTRY:
+            raise ValueError(f"unknown heuristic; valid: {', '.join(baselines.names())}")
+        return v
+
+
+class TrainConfig(_Strict):
+    env: EnvSpec
+    algo: Literal["ppo", "maskable_ppo"]
+    policy: str
+    policy_kwargs: dict[str, Any] = Field(default_factory=dict)
+    n_envs: int = Field(default=1, ge=1)
+    vec: Literal["dummy", "subproc"] = "dummy"
+    seed: int = Field(default=0, ge=0)
+    total_timesteps: int = Field(ge=1)
+    hyperparameters: dict[str, Any] = Field(default_factory=dict)
+    device: str = Field(default="cpu", pattern=r"^(cpu|auto|cuda(:\d+)?)$")
+    checkpoint_every: int = Field(ge=1, description="env steps (all envs together)")
+    eval_every: int = Field(default=0, ge=0, description="env steps; 0: no evaluation")
+    eval: EvalSpec = EvalSpec()
+    bc: BCSpec | None = None
+
+    @field_validator("policy_kwargs")
+    @classmethod
+    def _importable(cls, v: dict[str, Any]) -> dict[str, Any]:
+        _resolve_kwargs(v)
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "TrainConfig":
+        algo = algo_class(self.algo)
+        if self.policy in algo.policy_aliases:
+            policy = algo.policy_aliases[self.policy]
+        elif "." in self.policy:
+            try:
+                policy = import_path(self.policy)
+            except ValueError as e:
+                raise _KeyError("policy", self.policy, str(e)) from None
+        else:
+            raise _KeyError("policy", self.policy, "neither an SB3 name "
+                            f"({', '.join(algo.policy_aliases)}) nor a dotted import path")
+        from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+
+        maskable = isinstance(policy, type) and issubclass(policy, MaskableActorCriticPolicy)
+        if maskable != (self.algo == "maskable_ppo"):
+            raise _KeyError("policy", self.policy, f"{'a' if maskable else 'not a'} maskable "
+                            f"policy, but algo is {self.algo!r}")
+        own = {"policy", "env", "seed", "device", "policy_kwargs", "tensorboard_log", "verbose",
+               "_init_setup_model"}
+        allowed = set(inspect.signature(algo.__init__).parameters) - own - {"self"}
+        bad = sorted(set(self.hyperparameters) - allowed)
+        if bad:
+            raise _KeyError("hyperparameters", bad, f"unknown for {self.algo}; valid: "
+                            f"{', '.join(sorted(allowed))}")
+        train_seeds = set(range(self.seed, self.seed + self.n_envs))
+        if self.bc:
+            train_seeds |= set(range(self.seed, self.seed + self.bc.episodes))
+        clash = sorted(train_seeds & set(self.eval.seeds))
+        if clash:
+            raise _KeyError("eval.seeds", clash, "also training seeds (seed + env index, seed + BC "
+                            "episode); evaluation must be held out")
+        if "config" in self.env.kwargs:
+            raise _KeyError("env.kwargs.config", self.env.kwargs["config"],
+                            "give the env options here directly, not as a file")
+        try:
+            gym.make(self.env.id, **self.env.kwargs).close()
+        except (ConfigError, TypeError, ValueError) as e:
+            raise _KeyError("env.kwargs", self.env.kwargs, f"{self.env.id} rejects them: {e}") from None
+        return self
+
+
+def load_config(path: str | Path) -> TrainConfig:
+    raw = read_yaml(path)
+    try:
+        return TrainConfig.model_validate(raw if raw is not None else {})
+    except ValidationError as err:
+        lines = []
+        for e in err.errors():
+            keyed = e.get("ctx", {}).get("error")
+            if isinstance(keyed, _KeyError):
+                loc, msg, value = keyed.key, str(keyed), keyed.value
+            else:
+                loc, msg, value = ".".join(map(str, e["loc"])) or "<root>", e["msg"], e.get("input")
+            shown = repr(value)
+            lines.append(f"{path}: {loc}: {msg} (value: {shown if len(shown) <= 80 else shown[:77] + '...'})")
+        raise ConfigError("\n".join(lines)) from None
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def save_config(cfg: TrainConfig, path: Path) -> None:
+    _atomic_write(path, yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+
+
+def _env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
+    """Module-level, so SubprocVecEnv can pickle it by reference."""
+    return gym.make(env_id, **kwargs)
+
+
+def make_vec(cfg: TrainConfig, seed: int):
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    return make_vec_env(
+        partial(_env, cfg.env.id, cfg.env.kwargs),
+        n_envs=cfg.n_envs,
+        seed=seed,
+        vec_env_cls=SubprocVecEnv if cfg.vec == "subproc" else DummyVecEnv,
+    )
+
+
+def checkpoints(out: Path) -> list[tuple[int, Path]]:
+    """(num_timesteps, path) of every checkpoint in out/checkpoints, oldest first."""
+    found = []
+    for p in (out / "checkpoints").glob("step_*.zip"):
+        m = _CHECKPOINT.search(p.name)
+        if m:
+            found.append((int(m.group(1)), p))
+    return sorted(found)
+
+
+def _callback(cfg: TrainConfig, out: Path, run: dict, t0: float):
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.logger import TensorBoardOutputFormat
+
+    from .learned import evaluate_model
+
+    class TrainingCallback(BaseCallback):
+        """Episode metrics to TensorBoard as episodes end; checkpoints and evaluations at rollout
+        boundaries (the model is then fixed, and a checkpoint has every step it counts)."""
+
+        def _on_training_start(self) -> None:
+            fmts = [f for f in self.logger.output_formats if isinstance(f, TensorBoardOutputFormat)]
+            self.tb = fmts[0].writer
+            t = self.num_timesteps
+            self.next_ckpt = (t // cfg.checkpoint_every + 1) * cfg.checkpoint_every
+            # a fresh run is evaluated at step 0 too (the untrained or BC-initialised policy)
+            self.next_eval = 0 if t == 0 or not cfg.eval_every else (t // cfg.eval_every + 1) * cfg.eval_every
+            self.last_eval = t
+            self.baseline_cache: dict = {}
+
+        def _on_rollout_start(self) -> None:
+            t = self.num_timesteps
+            if t >= self.next_ckpt:
+                save_checkpoint(self.model, out, run, t0)
+                self.next_ckpt = (t // cfg.checkpoint_every + 1) * cfg.checkpoint_every
+            if cfg.eval_every and t >= self.next_eval:
+                self.evaluate(t)
+
+        def _on_training_end(self) -> None:
+            """The final policy is evaluated too (a resumed run then starts after it)."""
+            if cfg.eval_every and self.last_eval < self.num_timesteps:
+                self.evaluate(self.num_timesteps)
+
+        def evaluate(self, t: int) -> None:
+            self.last_eval = t
+            self.next_eval = (t // cfg.eval_every + 1) * cfg.eval_every
+            scores, stuck = evaluate_model(self.model, cfg, cfg.eval.scenario, cfg.eval.seeds,
+                                           cfg.eval.baselines, self.baseline_cache)
+            self.tb.add_scalar("eval/stuck_seeds/policy", stuck, t)
+            for name, ms in scores.items():
+                for k in EPISODE_METRICS if ms else ():
+                    self.tb.add_scalar(f"eval/{k}/{name}", float(np.mean([m[k] for m in ms])), t)
+            self.tb.flush()
+
+        def _on_step(self) -> bool:
+            t = self.num_timesteps
+            for info, done in zip(self.locals["infos"], self.locals["dones"]):
+                if done and "metrics" in info:
+                    if "episode" in info:
+                        self.tb.add_scalar("episode/reward", float(info["episode"]["r"]), t)
+                    for k in EPISODE_METRICS:
+                        self.tb.add_scalar(f"episode/{k}", float(info["metrics"][k]), t)
+            return True
+
+    return TrainingCallback()
+
+
+def save_checkpoint(model, out: Path, run: dict, t0: float) -> Path:
+    """checkpoints/step_<T>.zip (the SB3 zip: weights, optimizer state, num_timesteps) and
+    run.json with the cumulative wall time."""
+    path = out / "checkpoints" / f"step_{model.num_timesteps}.zip"
+    path.parent.mkdir(exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.zip")
+    model.save(tmp)
+    os.replace(tmp, path)
+    run.update(num_timesteps=int(model.num_timesteps),
+               wall_s=run.get("wall_s_before", 0.0) + time.perf_counter() - t0)
+    _atomic_write(out / "run.json", json.dumps({k: v for k, v in run.items() if k != "wall_s_before"},
+                                               indent=2))
+    return path
+
+
+def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool = True):
+    """Train (or resume) into `out`; returns the model. See the module docstring for what is
+    saved and restored."""
+    from stable_baselines3.common.logger import configure
+
+    out = Path(out)
+    if resume:
+        found = checkpoints(out)
+        if not found:
+            raise ConfigError(f"--resume {out}: no checkpoint in {out / 'checkpoints'}")
+        run = json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
+    else:
+        if (out / "config.yaml").exists():
+            raise ConfigError(f"--out {out} already holds a run; resume it with --resume {out} "
+                              "or choose another directory")
+        out.mkdir(parents=True, exist_ok=True)
+        run = {}
+    save_config(cfg, out / "config.yaml")
+    run["wall_s_before"] = run.get("wall_s", 0.0)
+    t0 = time.perf_counter()
+    algo = algo_class(cfg.algo)
+    if resume:
+        step, path = found[-1]
+        venv = make_vec(cfg, cfg.seed + step)
+        model = algo.load(path, env=venv, device=cfg.device)
+        model.set_random_seed(cfg.seed + step)
+    else:
+        venv = make_vec(cfg, cfg.seed)
+        policy = cfg.policy if cfg.policy in algo.policy_aliases else import_path(cfg.policy)
+        try:
+            model = algo(policy, venv, seed=cfg.seed, device=cfg.device,
+                         policy_kwargs=_resolve_kwargs(cfg.policy_kwargs), **cfg.hyperparameters)
+        except (TypeError, ValueError, AssertionError) as e:
+            raise ConfigError(f"hyperparameters / policy_kwargs: {cfg.algo} rejects them: {e}") from None
+    model.set_logger(configure(str(out / "tb"), ["tensorboard"]))
+    if cfg.bc and not resume:
+        from .bc import warm_start
+
+        run["bc"] = warm_start(model, cfg, model.logger)
+    remaining = cfg.total_timesteps - model.num_timesteps
+    if remaining > 0:
+        model.learn(remaining, callback=_callback(cfg, out, run, t0), reset_num_timesteps=False,
+                    progress_bar=progress_bar)
+    save_checkpoint(model, out, run, t0)
+    tmp = out / ".model.tmp.zip"
+    model.save(tmp)
+    os.replace(tmp, out / "model.zip")
+    venv.close()
+    return model
+
+
+def train_cli(config: str | None, out: str | None, resume: str | None) -> Path:
+    """The `dlcluster train` command: argument rules, then train()."""
+    if resume:
+        if out and Path(out).resolve() != Path(resume).resolve():
+            raise ConfigError(f"--resume {resume} continues in place; --out {out} must be omitted or the same")
+        saved_path = Path(resume) / "config.yaml"
+        if not saved_path.exists():
+            raise ConfigError(f"--resume {resume}: no config.yaml there (not a training run)")
+        cfg = load_config(saved_path)
+        if config:
+            new = load_config(config)
+            diff = [k for k in TrainConfig.model_fields
+                    if k != "total_timesteps" and getattr(new, k) != getattr(cfg, k)]
+            if diff:
+                raise ConfigError(f"--config {config} differs from {saved_path} in {diff}; with "
+                                  "--resume only total_timesteps may change")
+            if new.total_timesteps < cfg.total_timesteps:
+                raise ConfigError(f"--config {config}: total_timesteps {new.total_timesteps} is below "
+                                  f"the run's {cfg.total_timesteps}; with --resume it may only grow")
+            cfg = new
+        train(cfg, Path(resume), resume=True)
+        return Path(resume)
+    if not config or not out:
+        raise ConfigError("dlcluster train needs --config FILE --out DIR (or --resume DIR)")
+    train(load_config(config), Path(out))
+    return Path(out)
