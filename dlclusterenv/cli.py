@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
             board = evaluate.evaluate(_scenario(a), _policies(a.policies), a.seeds, out, workers=a.workers,
                                       backend=a.backend, ray_address=a.ray_address)
             evaluate.print_leaderboard(
-                board, f"scenario {a.scenario}, {a.seeds} seeds; mean ± 95% interval; ranked by avg JCT")
+                board, f"scenario {a.scenario}, {a.seeds} seeds; mean ± 95% interval; ranked by avg JCT "
+                "(policies leaving jobs unfinished last)")
             print(f"wrote {out}/runs.csv, jobs.csv, timing.csv (wall clock) and the plots "
                   "jct.png, utilisation.png, traffic.png, locality.png")
     except ConfigError as e:

@@ -101,7 +101,8 @@ def run_one(scenario: str | Path | Scenario | dict, policy: str, seed: int) -> R
     """One policy on one seed. Module-level so process pools and Ray can ship it by reference."""
     t0 = time.perf_counter()
     if is_learned(policy):
-        from agents.learned import run_learned  # lazily: torch and SB3 only when a learned policy runs
+        # imported lazily: torch and SB3 load only when a learned policy runs
+        from agents.learned import run_learned
 
         m = run_learned(policy, scenario, seed)
     else:
@@ -147,8 +148,10 @@ def _run_ray(scenario, tasks: list[tuple[str, int]], workers: int, address: str 
     of a remote cluster need this package installed (same version) to import `run_one`."""
     import logging
 
-    import ray
-
+    try:
+        import ray
+    except ImportError:
+        raise EvaluateError("--backend ray needs Ray: pip install 'dlclusterenv[ray]'") from None
     started = not ray.is_initialized()
     if started:
         ray.init(
@@ -240,7 +243,9 @@ def ci95(x: np.ndarray) -> float:
 
 def leaderboard(results: list[RunResult], policies: list[str]) -> list[dict[str, Any]]:
     """Per policy: (mean, 95% half-width) of each BOARD metric and the unfinished job count; ranked
-    by mean avg JCT (ties by name)."""
+    by mean avg JCT (ties by name), except that policies leaving jobs unfinished rank after those
+    that finish all: an unfinished job's JCT stops at the episode's end, so a policy that starts
+    nothing before a truncation could otherwise look fast."""
     board = []
     for pol in policies:
         rs = [r for r in results if r.policy == pol]
@@ -250,7 +255,7 @@ def leaderboard(results: list[RunResult], policies: list[str]) -> list[dict[str,
             row[key] = (float(x.mean()), ci95(x))
         row["unfinished"] = sum(int(r.summary["jobs_unfinished"]) for r in rs)
         board.append(row)
-    board.sort(key=lambda r: (r["avg_jct_s"][0], r["policy"]))
+    board.sort(key=lambda r: (r["unfinished"] > 0, r["avg_jct_s"][0], r["policy"]))
     return board
 
 

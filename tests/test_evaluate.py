@@ -15,6 +15,7 @@ from dlclusterenv import make_sim
 from dlclusterenv.evaluate import (
     EvaluateError,
     PolicyError,
+    RunResult,
     atomic_write,
     ci95,
     evaluate,
@@ -158,6 +159,12 @@ def test_leaderboard_ranks_by_avg_jct_and_bolds_only_on_a_terminal(out):
     # the best avg JCT is the bold cell in the first row
     first = next(ln for ln in tty.getvalue().splitlines() if board[0]["policy"] in ln)
     assert "\x1b[1m" in first
+
+
+def test_policies_leaving_jobs_unfinished_rank_last():
+    res = sweep("tiny", ["fifo", "random"], 1, workers=1, progress=False)
+    quick = RunResult("quitter", 0, {**res[0].summary, "avg_jct_s": 1.0, "jobs_unfinished": 3}, [], (), 0.0, 0.0)
+    assert [r["policy"] for r in leaderboard([*res, quick], ["fifo", "random", "quitter"])][-1] == "quitter"
 
 
 def test_ray_backend_matches_local(out, tmp_path):
