@@ -137,9 +137,12 @@ def _run_local(scenario, tasks: list[tuple[str, int]], workers: int) -> Iterator
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     n = workers or len(os.sched_getaffinity(0))
-    with ProcessPoolExecutor(max_workers=min(n, len(tasks))) as pool:
+    pool = ProcessPoolExecutor(max_workers=min(n, len(tasks)))
+    try:
         for f in as_completed([pool.submit(run_one, scenario, p, s) for p, s in tasks]):
             yield f.result()
+    finally:  # a failed run stops the sweep: queued runs are dropped, not run to completion
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _run_ray(scenario, tasks: list[tuple[str, int]], workers: int, address: str | None) -> Iterator[RunResult]:
@@ -161,13 +164,16 @@ def _run_ray(scenario, tasks: list[tuple[str, int]], workers: int, address: str 
             logging_level=logging.WARNING,
             configure_logging=True,
         )
+    pending: list = []
     try:
         remote = ray.remote(num_cpus=1)(run_one)
         pending = [remote.remote(scenario, p, s) for p, s in tasks]
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             yield ray.get(ready[0])
-    finally:
+    finally:  # a failed run stops the sweep
+        for ref in pending:
+            ray.cancel(ref)
         if started:
             ray.shutdown()
 
@@ -223,13 +229,6 @@ def write_csv(path: Path, rows: list[dict]) -> None:
             raise ValueError(f"{path.name}: row {i + 1} has columns {list(row)}, expected {list(rows[0])}")
         w.writerow(row)
     atomic_write(path, lambda tmp: tmp.write_text(buf.getvalue()))
-
-
-def _synthetic_fields(scenario, seeds: int) -> dict[tuple[int, str], str]:
-    """(seed, job id) -> the fields a trace replay invented for that job, ';'-joined ('' if none)."""
-    return {
-        (s, spec.job_id): ";".join(spec.synthetic) for s in range(seeds) for spec in build(scenario, s)[3]
-    }
 
 
 def ci95(x: np.ndarray) -> float:
@@ -292,15 +291,12 @@ def evaluate(
     ray_address: str | None = None, progress: bool = True,
 ) -> list[dict[str, Any]]:
     """The sweep, then runs.csv, jobs.csv, timing.csv and the plots in `out`; returns the leaderboard."""
-    synthetic = _synthetic_fields(scenario, seeds)  # also validates the scenario before any run starts
+    build(scenario, 0)  # a bad scenario fails here, once, before any worker or Ray task starts
     results = sweep(scenario, policies, seeds, workers=workers, backend=backend, ray_address=ray_address,
                     progress=progress)
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "runs.csv", [{"policy": r.policy, "seed": r.seed, **r.summary} for r in results])
-    write_csv(out / "jobs.csv", [
-        {"policy": r.policy, "seed": r.seed, **j, "synthetic": synthetic.get((r.seed, j["job_id"]), "")}
-        for r in results for j in r.jobs
-    ])
+    write_csv(out / "jobs.csv", [{"policy": r.policy, "seed": r.seed, **j} for r in results for j in r.jobs])
     write_csv(out / "timing.csv", [
         {"policy": r.policy, "seed": r.seed, "decision_latency_ms": r.latency_ms, "wall_s": r.wall_s}
         for r in results

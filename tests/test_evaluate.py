@@ -133,6 +133,16 @@ def test_learned_spec_goes_to_agents_learned(monkeypatch, tmp_path):
     assert res[0].policy == "ppo:model.zip" and res[0].summary == res[1].summary
 
 
+def test_a_failed_run_stops_the_sweep_and_writes_nothing(monkeypatch, tmp_path):
+    def run_learned(spec, scenario, seed):
+        raise FileNotFoundError(spec.partition(":")[2])
+
+    monkeypatch.setitem(sys.modules, "agents.learned", types.SimpleNamespace(run_learned=run_learned))
+    with pytest.raises(FileNotFoundError, match="missing.zip"):
+        evaluate("tiny", ["fifo", "ppo:missing.zip"], 1, tmp_path / "ev", workers=1, progress=False)
+    assert not (tmp_path / "ev").exists()
+
+
 def test_ci95_is_student_t():
     assert ci95(np.array([1.0, 2.0, 3.0])) == pytest.approx(4.302653 / np.sqrt(3), rel=1e-6)
     assert ci95(np.array([5.0])) == 0.0
