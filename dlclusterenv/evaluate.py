@@ -121,13 +121,6 @@ def run_one(scenario: str | Path | Scenario | dict, policy: str, seed: int) -> R
     )
 
 
-def _progress(total: int):
-    """Runs done out of total with elapsed and remaining time (tqdm's estimate), on stderr."""
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc="runs", unit="run", file=sys.stderr)
-
-
 def _run_local(scenario, tasks: list[tuple[str, int]], workers: int) -> Iterator[RunResult]:
     """A process pool (one per core by default); one worker runs in this process instead."""
     if workers == 1:
@@ -192,13 +185,13 @@ def sweep(
     tasks = [(p, s) for p in policies for s in range(seeds)]
     runs = _run_ray(scenario, tasks, workers, ray_address) if backend == "ray" else _run_local(scenario, tasks, workers)
     done: dict[tuple[str, int], RunResult] = {}
-    bar = _progress(len(tasks)) if progress else None
-    for r in runs:
-        done[(r.policy, r.seed)] = r
-        if bar is not None:
+    from tqdm import tqdm
+
+    # runs done out of total, elapsed and remaining time (tqdm's estimate), on stderr
+    with tqdm(total=len(tasks), desc="runs", unit="run", file=sys.stderr, disable=not progress) as bar:
+        for r in runs:
+            done[(r.policy, r.seed)] = r
             bar.update()
-    if bar is not None:
-        bar.close()
     return [done[t] for t in tasks]
 
 
