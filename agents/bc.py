@@ -13,13 +13,14 @@ in RL. The optimizer is a fresh Adam, so PPO's own optimizer state starts clean.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
 import torch as th
 
-from dlclusterenv.adapter import SchedulerAdapter
+from dlclusterenv.adapter import AdapterError, SchedulerAdapter
 
 
 class BCError(ValueError):
@@ -31,6 +32,7 @@ class Demos:
     obs: dict[str, np.ndarray]  # key -> (n, ...) stacked observations
     actions: np.ndarray  # (n,) the heuristic's actions
     masks: np.ndarray  # (n, n_actions) valid actions in each state
+    skipped: dict[int, str]  # seed -> why its episode could not be imitated
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -42,36 +44,49 @@ class Demos:
 
 
 def collect(env_id: str, env_kwargs: dict, heuristic: str, seeds: list[int]) -> Demos:
-    """One episode per seed of the heuristic through the env; every state and its action."""
+    """One episode per seed of the heuristic through the env; every state and its action. An
+    episode in which the env cannot follow the heuristic (AdapterError, or a masked action) is
+    dropped whole and reported in `skipped`; if every episode is, that is a BCError."""
     import baselines
 
     env = gym.make(env_id, **env_kwargs)
     adapter = SchedulerAdapter(env, baselines.make(heuristic))
     obs_rows: list[dict] = []
     actions, masks = [], []
+    skipped: dict[int, str] = {}
     for seed in seeds:
-        adapter.scheduler.reset(seed)
-        obs, _ = env.reset(seed=seed)
-        done = False
-        while not done:
-            mask = env.unwrapped.action_masks()
-            a = adapter.act()
-            if not mask[a]:
-                raise BCError(
-                    f"bc: {heuristic} takes masked action {a} in {env_id} (seed {seed}, step "
-                    f"{len(actions)}), e.g. deferring a task that fits while work_conserving=True; "
-                    "the env cannot follow it, so it cannot be imitated there"
-                )
-            obs_rows.append(obs)
+        rows: list[tuple] = []
+        try:
+            adapter.scheduler.reset(seed)
+            obs, _ = env.reset(seed=seed)
+            done = False
+            while not done:
+                mask = env.unwrapped.action_masks()
+                a = adapter.act()
+                if not mask[a]:
+                    raise BCError(
+                        f"{heuristic} takes masked action {a} in {env_id} at step {len(rows)}, e.g. "
+                        "deferring a task that fits while work_conserving=True"
+                    )
+                rows.append((obs, a, mask))
+                obs, _, term, trunc, _ = env.step(a)
+                done = term or trunc
+        except (AdapterError, BCError) as e:
+            skipped[seed] = str(e)
+            continue
+        for o, a, m in rows:
+            obs_rows.append(o)
             actions.append(a)
-            masks.append(mask)
-            obs, _, term, trunc, _ = env.step(a)
-            done = term or trunc
+            masks.append(m)
     env.close()
+    if not actions:
+        raise BCError(f"bc: {heuristic} cannot be imitated in {env_id} {env_kwargs}: "
+                      + "; ".join(f"seed {s}: {why}" for s, why in skipped.items()))
     return Demos(
         obs={k: np.stack([o[k] for o in obs_rows]) for k in obs_rows[0]},
         actions=np.asarray(actions, np.int64),
         masks=np.stack(masks),
+        skipped=skipped,
     )
 
 
@@ -141,5 +156,8 @@ def warm_start(model, cfg, logger) -> dict:
                     learning_rate=spec.learning_rate, seed=cfg.seed,
                     masked=cfg.algo == "maskable_ppo", log=log)
     tb.flush()
+    if demos.skipped:
+        warnings.warn(f"bc: episodes skipped (the env cannot follow {spec.heuristic}): {demos.skipped}")
     return {"heuristic": spec.heuristic, "states": len(demos), "chance": demos.chance,
-            "accuracy": history[-1]["accuracy"], "loss": history[-1]["loss"]}
+            "accuracy": history[-1]["accuracy"], "loss": history[-1]["loss"],
+            "skipped_seeds": {str(k): v for k, v in demos.skipped.items()}}

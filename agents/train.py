@@ -335,6 +335,17 @@ def save_checkpoint(model, out: Path, run: dict, t0: float) -> Path:
     return path
 
 
+def new_model(cfg: TrainConfig, env):
+    """A fresh, seeded model of the config on `env` (a VecEnv or a gym.Env)."""
+    algo = algo_class(cfg.algo)
+    policy = cfg.policy if cfg.policy in algo.policy_aliases else import_path(cfg.policy)
+    try:
+        return algo(policy, env, seed=cfg.seed, device=cfg.device,
+                    policy_kwargs=_resolve_kwargs(cfg.policy_kwargs), **cfg.hyperparameters)
+    except (TypeError, ValueError, AssertionError) as e:
+        raise ConfigError(f"hyperparameters / policy_kwargs: {cfg.algo} rejects them: {e}") from None
+
+
 def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool = True):
     """Train (or resume) into `out`; returns the model. See the module docstring for what is
     saved and restored."""
@@ -355,20 +366,14 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool 
     save_config(cfg, out / "config.yaml")
     run["wall_s_before"] = run.get("wall_s", 0.0)
     t0 = time.perf_counter()
-    algo = algo_class(cfg.algo)
     if resume:
         step, path = found[-1]
         venv = make_vec(cfg, cfg.seed + step)
-        model = algo.load(path, env=venv, device=cfg.device)
+        model = algo_class(cfg.algo).load(path, env=venv, device=cfg.device)
         model.set_random_seed(cfg.seed + step)
     else:
         venv = make_vec(cfg, cfg.seed)
-        policy = cfg.policy if cfg.policy in algo.policy_aliases else import_path(cfg.policy)
-        try:
-            model = algo(policy, venv, seed=cfg.seed, device=cfg.device,
-                         policy_kwargs=_resolve_kwargs(cfg.policy_kwargs), **cfg.hyperparameters)
-        except (TypeError, ValueError, AssertionError) as e:
-            raise ConfigError(f"hyperparameters / policy_kwargs: {cfg.algo} rejects them: {e}") from None
+        model = new_model(cfg, venv)
     model.set_logger(configure(str(out / "tb"), ["tensorboard"]))
     if cfg.bc and not resume:
         from .bc import warm_start

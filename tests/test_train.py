@@ -13,7 +13,7 @@ import torch as th
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from agents.bc import accuracy, clone, collect
+from agents.bc import BCError, accuracy, clone, collect
 from agents.learned import parse_spec, run_learned
 from agents.train import checkpoints, load_config, train
 from dlclusterenv.cli import main
@@ -109,6 +109,9 @@ def test_bc_imitates_dltap_above_chance():
     model = MaskablePPO(NodeScoringPolicy, gym.make("DLClusterPlace-v0", **kw), seed=0, device="cpu")
     clone(model.policy, demos, epochs=8, batch_size=64, learning_rate=1e-3, seed=0, masked=True)
     assert accuracy(model.policy, held, masked=True) > held.chance + 0.2
+    # DLTAP defers a job that does not fit whole; a work-conserving env forbids that deferral
+    with pytest.raises(BCError, match="masked action"):
+        collect("DLClusterPlace-v0", {**kw, "work_conserving": True}, "dltap", [0])
 
 
 @pytest.mark.parametrize(
