@@ -82,6 +82,9 @@ def test_train_checkpoint_resume_tensorboard_and_evaluate(tmp_path):
     m = run_learned(spec, "tiny", 0)
     assert float(rows[spec]["avg_jct_s"]) == pytest.approx(m.avg_jct_s)
     assert m.jobs_finished + m.jobs_unfinished == 8
+    # a bigger cluster needs a size-agnostic (EntityPolicy) model; the node scorer is refused
+    with pytest.raises(ConfigError, match="cannot move"):
+        run_learned(spec, "dltap", 0)
 
 
 def test_same_seed_same_weights_ppo(tmp_path):
