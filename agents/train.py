@@ -47,7 +47,14 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 import dlclusterenv
 from dlclusterenv.config import ConfigError, read_yaml
@@ -165,7 +172,7 @@ class TrainConfig(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _consistent(self) -> "TrainConfig":
+    def _consistent(self) -> TrainConfig:
         algo = algo_class(self.algo)
         if self.policy in algo.policy_aliases:
             policy = algo.policy_aliases[self.policy]

@@ -100,10 +100,10 @@ def test_same_seed_same_weights_ppo(tmp_path):
 
 
 def test_bc_imitates_dltap_above_chance():
+    import gymnasium as gym
     from sb3_contrib import MaskablePPO
 
     from agents.policies import NodeScoringPolicy
-    import gymnasium as gym
 
     kw = {"scenario": "tiny"}
     demos = collect("DLClusterPlace-v0", kw, "dltap", [0, 1])
