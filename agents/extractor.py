@@ -103,7 +103,7 @@ class _Block(nn.Module):
 class ClusterEncoder(nn.Module):
     """obs -> (node embeddings (B, N, dim), job embeddings (B, J, dim), context (B, dim))."""
 
-    def __init__(self, dim: int = 64, heads: int = 4, layers: int = 2):
+    def __init__(self, dim: int = 32, heads: int = 4, layers: int = 2):
         super().__init__()
         self.node_in = _mlp(NODE_F + _CTX, dim, dim)
         self.job_in = _mlp(JOB_F + 1 + _CTX, dim, dim)  # + "is the focal task's job"
@@ -139,7 +139,7 @@ class ClusterEncoder(nn.Module):
 class EntityScorer(BaseFeaturesExtractor):
     """Features = [the env's action logits, pooled context]; see the module docstring."""
 
-    def __init__(self, observation_space: spaces.Dict, layout: str = "place", dim: int = 64,
+    def __init__(self, observation_space: spaces.Dict, layout: str = "place", dim: int = 32,
                  heads: int = 4, layers: int = 2):
         max_nodes, max_jobs = check_observation_space(observation_space)
         self.n_actions = n_actions(layout, max_nodes, max_jobs)

@@ -175,7 +175,13 @@ def transfer(model: MaskablePPO | str | Path, env: gym.Env, device: str = "cpu",
     """A MaskablePPO on `env` (any cluster size and max_jobs) carrying `model`'s policy weights
     (a model or a saved .zip) and hyperparameters, ready to predict or to train further. The
     policy must be an EntityPolicy of the env's layout; a flat-MLP model cannot transfer."""
-    src = model if isinstance(model, MaskablePPO) else MaskablePPO.load(model, device=device)
+    if isinstance(model, (str, Path)):
+        src = MaskablePPO.load(model, device=device)
+    elif isinstance(model, MaskablePPO):
+        src = model
+    else:
+        raise ValueError(f"transfer: expected a MaskablePPO model or its .zip path, got "
+                         f"{type(model).__name__}")
     policy = type(src.policy)
     if not issubclass(policy, EntityPolicy):
         raise ValueError(f"transfer: {policy.__name__} has size-dependent weights; only "

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch as th
 from sb3_contrib import MaskablePPO
+from stable_baselines3 import PPO
 
 import dlclusterenv
 from agents.extractor import EntityScorer
@@ -196,6 +197,8 @@ def test_transfer_refuses_what_cannot_transfer():
     mlp = MaskablePPO("MultiInputPolicy", place, n_steps=64, device="cpu")
     with pytest.raises(ValueError, match="size-dependent"):
         transfer(mlp, place)
+    with pytest.raises(ValueError, match="expected a MaskablePPO model or its .zip path, got PPO"):
+        transfer(PPO("MultiInputPolicy", place, n_steps=64, device="cpu"), place)
     model = MaskablePPO(PlacePolicy, place, n_steps=64, device="cpu")
     with pytest.raises(ValueError, match="JointPolicy"):
         transfer(model, gym.make("DLClusterJoint-v0", scenario="tiny"))
