@@ -27,6 +27,8 @@ context]; agents.policies splits the two between the actor and the critic.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import torch as th
 from gymnasium import spaces
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
@@ -42,7 +44,7 @@ _CTX = TASK_F - 1 + GLOBAL_F  # the focal task without its slot index, and the g
 
 def _mlp(*sizes: int) -> nn.Sequential:
     layers: list[nn.Module] = []
-    for a, b in zip(sizes[:-1], sizes[1:]):
+    for a, b in pairwise(sizes):
         layers += [nn.Linear(a, b), nn.ReLU()]
     return nn.Sequential(*layers[:-1])  # no activation after the last layer
 

@@ -52,8 +52,8 @@ TRANSFER = {"tiny-alloc": {"scenario": "default", "max_jobs": 24},
             "tiny-joint": {"scenario": "default", "max_jobs": 24},
             "placement": {"scenario": _ON_PHILLY, "max_jobs": 24}}
 CAP = 3  # evaluation episodes are cut off at 3x the random policy's decisions on the same seed
-PPO = dict(n_steps=1024, batch_size=128, n_epochs=4, gamma=0.999, learning_rate=3e-4,
-           ent_coef=0.01, device="cpu", verbose=0)
+PPO = {"n_steps": 1024, "batch_size": 128, "n_epochs": 4, "gamma": 0.999, "learning_rate": 3e-4,
+       "ent_coef": 0.01, "device": "cpu", "verbose": 0}
 
 
 def episode(env, act, seed: int, max_steps: int | None = None) -> dict:

@@ -8,10 +8,10 @@ import pytest
 
 pytest.importorskip("ray.rllib.algorithms.ppo",
                     reason="Ray RLlib is the optional extra `rllib` (in `dev`): pip install -e '.[dev]'")
-import ray  # noqa: E402
+import ray
 
-import dlclusterenv  # noqa: E402
-from agents import rllib  # noqa: E402
+import dlclusterenv
+from agents import rllib
 
 
 @pytest.fixture(scope="module")
