@@ -17,9 +17,9 @@ Setups (the MLP's input and output layers are sized to the env, the entity polic
   placement   DLClusterPlace-v0 on `default` (32 nodes), reward minus cross-node GB x 1e-4 with
               potential-based shaping, work-conserving (the learnability benchmark's setting).
 The entity policy trained on each setup is also run, with the same weights
-(agents.policies.transfer), where the MLP cannot run at all: the tiny setups on the `default`
-scenario (32 nodes) with 24 job slots, placement on the `default` workload over the Philly-scale
-cluster preset (384 nodes in 39 racks) with 24 job slots.
+(agents.policies.transfer), where the MLP cannot run at all, with 24 job slots: tiny-alloc on the
+`default` scenario (32 nodes, 60 jobs), tiny-joint on the tiny workload over the default cluster,
+placement on the `default` workload over the Philly-scale cluster (384 nodes in 39 racks).
 """
 
 from __future__ import annotations
@@ -48,8 +48,12 @@ SETUPS = {
 # Where the trained entity policy is also run: a bigger cluster and / or more job slots.
 _ON_PHILLY = {**read_yaml(CONFIG_DIR / "scenarios" / "default.yaml"), "name": "default-on-philly",
               "cluster": "philly"}
+# Joint on `default`: a random policy takes ~95,000 decisions (releases undo its work), so the
+# joint setup moves to the tiny workload on the default cluster (~5,700).
+_TINY_ON_DEFAULT = {**read_yaml(CONFIG_DIR / "scenarios" / "tiny.yaml"), "name": "tiny-on-default",
+                    "cluster": "default"}
 TRANSFER = {"tiny-alloc": {"scenario": "default", "max_jobs": 24},
-            "tiny-joint": {"scenario": "default", "max_jobs": 24},
+            "tiny-joint": {"scenario": _TINY_ON_DEFAULT, "max_jobs": 24},
             "placement": {"scenario": _ON_PHILLY, "max_jobs": 24}}
 CAP = 3  # evaluation episodes are cut off at 3x the random policy's decisions on the same seed
 PPO = {"n_steps": 1024, "batch_size": 128, "n_epochs": 4, "gamma": 0.999, "learning_rate": 3e-4,
