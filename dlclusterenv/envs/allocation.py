@@ -145,15 +145,22 @@ class _ProposalEnv(ClusterEnv):
 
 
 class AllocationEnv(_ProposalEnv):
-    def __init__(self, scenario="default", placer: str = "spread", **kw):
+    """`work_conserving=True` masks end-of-round while a job slot that would not run yet (no PS
+    or no worker in its proposal) can still get the task it lacks: every job that fits is
+    started, and the policy decides only how big. Without it, ending every round is the likeliest
+    single action of an untrained policy, and a JCT reward that pays off only hours later rarely
+    teaches it otherwise (as the placement env's defer did)."""
+
+    def __init__(self, scenario="default", placer: str = "spread", work_conserving: bool = False, **kw):
         super().__init__(scenario, **kw)
         self.placer_name = self._config_extra.pop("placer", placer)
         self.placer = get_placer(self.placer_name)
+        self.work_conserving = bool(self._config_extra.pop("work_conserving", work_conserving))
         self.action_space = spaces.Discrete(2 * self.max_jobs + 1)
 
     @staticmethod
     def _extra_kwargs() -> tuple[str, ...]:
-        return ("placer",)
+        return ("placer", "work_conserving")
 
     def _pick(self, slot: int, role: str) -> int:
         job = self.slots()[slot]
@@ -173,6 +180,14 @@ class AllocationEnv(_ProposalEnv):
             return mask
         fits = self._fits().any(axis=2)
         mask[: fits.size] = fits.ravel()
+        if self.work_conserving:
+            for i, job in enumerate(self.slots()):
+                add = self._added.get(job.job_id, {"ps": [], "worker": []})
+                p0, w0 = self._base(job)
+                lacks = (p0 + len(add["ps"]) < 1, w0 + len(add["worker"]) < 1)
+                if (lacks[0] and fits[i, 0]) or (lacks[1] and fits[i, 1]):
+                    mask[-1] = False
+                    break
         return mask
 
 

@@ -1,0 +1,44 @@
+"""The proposal envs' round state: what the policy has added shows in the observation, and the
+work-conserving allocation env starts every job that fits."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+import dlclusterenv  # noqa: F401
+
+
+def _first_add(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask[:-1])[0])
+
+
+def test_observation_shows_the_round_so_far():
+    env = gym.make("DLClusterAlloc-v0", scenario="tiny", placer="pack")
+    obs, _ = env.reset(seed=0)
+    a = _first_add(env.unwrapped.action_masks())
+    slot, role = divmod(a, 2)
+    obs2, *_ = env.step(a)
+    col = 2 + role  # p or w of the slot
+    assert obs2["jobs"][slot, col] > obs["jobs"][slot, col]
+    assert obs2["nodes"][:, 1:4].sum() < obs["nodes"][:, 1:4].sum()  # capacity spent
+
+
+def test_work_conserving_alloc_never_ends_a_round_with_a_startable_job_waiting():
+    env = gym.make("DLClusterAlloc-v0", scenario="tiny", placer="pack", work_conserving=True)
+    env.reset(seed=0)
+    done = False
+    while not done:
+        m = env.unwrapped.action_masks()
+        # end the round whenever allowed, else add the first worker (a PS once there is one)
+        workers = np.flatnonzero(m[1:-1:2]) * 2 + 1
+        a = len(m) - 1 if m[-1] else int(workers[0]) if len(workers) else _first_add(m)
+        *_, te, tr, info = env.step(a)
+        done = te or tr
+    assert info["metrics"]["jobs_unfinished"] == 0
+    plain = gym.make("DLClusterAlloc-v0", scenario="tiny", placer="pack")
+    plain.reset(seed=0)
+    m = plain.unwrapped.action_masks()
+    assert m[-1]  # without the option, ending at once is allowed
+    env.reset(seed=0)
+    assert not env.unwrapped.action_masks()[-1]
