@@ -18,6 +18,8 @@ _ENVS = {
     "DLClusterPlace-v0": ("dlclusterenv.envs:PlacementEnv", {}),
     "DLClusterAlloc-v0": ("dlclusterenv.envs:AllocationEnv", {}),
     "DLClusterJoint-v0": ("dlclusterenv.envs:JointEnv", {}),
+    # the joint env plus GPU slots, GPU sharing modes and CPU limits (Gandiva, FlowCon)
+    "DLClusterShare-v0": ("dlclusterenv.envs:ShareEnv", {}),
 }
 ENV_IDS = tuple(_ENVS)
 

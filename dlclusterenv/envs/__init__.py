@@ -3,5 +3,6 @@
 from .allocation import AllocationEnv, JointEnv
 from .core import ClusterEnv
 from .placement import PlacementEnv
+from .share import ShareEnv
 
-__all__ = ["AllocationEnv", "ClusterEnv", "JointEnv", "PlacementEnv"]
+__all__ = ["AllocationEnv", "ClusterEnv", "JointEnv", "PlacementEnv", "ShareEnv"]
