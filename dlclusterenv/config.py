@@ -59,6 +59,21 @@ class Overheads(_Strict):
         description="fixed cost of one worker-PS request/response (datacenter RPCs take 100s of us:"
         " Barroso et al., 'Attack of the killer microseconds', CACM 2017)",
     )
+    cpu_switch_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="work lost per CPU context switch, direct + cache refill, when tasks compete for"
+        " a node's cores (0 = ideal processor sharing). Li, Ding & Shen, 'Quantifying the cost of"
+        " context switch', ExpCS 2007: 3.8 us direct, over 1,000 us once the data exceeds the cache",
+    )
+    cpu_sched_latency_s: float = Field(
+        default=0.024, gt=0, description="CFS period shared by the runnable tasks of a core"
+        " (Linux sched_latency: 6 ms x (1 + log2(min(cpus, 8))))",
+    )
+    cpu_min_granularity_s: float = Field(
+        default=0.003, gt=0, description="shortest CFS slice (Linux sched_min_granularity:"
+        " 0.75 ms x (1 + log2(min(cpus, 8))))",
+    )
 
 
 class ClusterConfig(_Strict):

@@ -20,9 +20,11 @@ f(p,w) = 1/(t0 M/w + t1 + t2 w/p + t3 w + t4 p) without the engine ever evaluati
 
 CPU: the tasks on a node share its cores by max-min fairness over what each can use (equal shares,
 "NA" in FlowCon); a scheduler's soft limits cap a task only while others want the cores
-(work-conserving, FlowCon §3). GPU: workers sharing a GPU are time-sliced (1/n each, less the
-suspend/resume cost per quantum, Gandiva §3) or, when the GPU is set to pack, run together with the
-slowdown calibrated from Gavel's co-location measurements (profiles.packing_speed).
+(work-conserving, FlowCon §3); where an opt-in `cpu_switch_s` is set, tasks time-sliced on a
+node's cores lose the context-switch cost per CFS slice (`cpu_contention`). GPU: workers sharing a
+GPU are time-sliced (1/n each, less the suspend/resume cost per quantum, Gandiva §3) or, when the
+GPU is set to pack, run together with the slowdown calibrated from Gavel's co-location
+measurements (profiles.packing_speed).
 """
 
 from __future__ import annotations
@@ -71,6 +73,34 @@ def cpu_split(capacity: float, want: np.ndarray, limit: np.ndarray) -> np.ndarra
     if rest > 1e-12:
         first += waterfill(rest, want - first)
     return first
+
+
+def cpu_contention(
+    got: np.ndarray, want: np.ndarray, t_node: np.ndarray, contended: np.ndarray, overheads: Overheads
+) -> np.ndarray:
+    """Cores each task turns into work, less what context switching costs on contended nodes.
+
+    Why: FlowCon (seed 004) gains makespan "by reducing the overlap between jobs" (Sec. 5.3-5.4) and
+    sees jitter "as a result of uncontrolled resource competition" (Sec. 5.5.1); under ideal
+    processor sharing overlap is free. On a node whose tasks want more cores than it has, the k
+    tasks that get less than they want are time-sliced on every core (DL frameworks run a thread
+    per core); CFS gives each a slice of max(latency / k, min_granularity) and every slice ends in a
+    switch that costs `cpu_switch_s` of work, so each of the node's tasks keeps 1 - cpu_switch_s /
+    slice of its cores. Soft limits (work-conserving) leave the capped tasks runnable, so the loss
+    depends on how many jobs overlap, not on the limits. `cpu_switch_s = 0` (the default) is ideal
+    sharing. Cores used (utilisation) still count the lost time: the cores are busy.
+    """
+    o = overheads
+    if o.cpu_switch_s <= 0 or not len(contended):
+        return got
+    eff = got.copy()
+    for node in contended:
+        sel = np.flatnonzero(t_node == node)
+        k = int((got[sel] < want[sel] * (1 - 1e-9)).sum())
+        if k >= 2:
+            slice_s = max(o.cpu_sched_latency_s / k, o.cpu_min_granularity_s)
+            eff[sel] *= max(1.0 - o.cpu_switch_s / slice_s, 0.0)
+    return eff
 
 
 @dataclass
@@ -227,6 +257,7 @@ def compute_rates(
         limit = np.concatenate([p.limit for p in plans])[sel]
         got[sel] = cpu_split(float(cluster.cpus[node]), want[sel], limit)
     cpu_used = np.bincount(t_node, weights=got, minlength=n)
+    eff = cpu_contention(got, want, t_node, np.flatnonzero(total > cluster.cpus * (1 + 1e-12)), overheads)
     # ---- per-job constants, and per-worker arrays in job order
     m = [j.model for j in jobs]
     n_ps = np.array([j.num_ps for j in jobs])
@@ -241,7 +272,7 @@ def compute_rates(
     # PS factor: the most CPU-starved PS of the job
     ps_idx = np.concatenate([np.arange(o, o + k) for o, k in zip(t_off, n_ps)])
     ps_job = np.repeat(np.arange(n_jobs), n_ps)
-    ratio = np.where(ps_ref[ps_job] > 0, np.minimum(1.0, got[ps_idx] / np.maximum(ps_ref[ps_job], 1e-300)), 1.0)
+    ratio = np.where(ps_ref[ps_job] > 0, np.minimum(1.0, eff[ps_idx] / np.maximum(ps_ref[ps_job], 1e-300)), 1.0)
     ps_f = np.maximum(np.minimum.reduceat(ratio, np.concatenate([[0], np.cumsum(n_ps)[:-1]])), 1e-9)
     # worker factors: GPU share (alone / time-sliced / packed) or CPU cores over the reference
     w_job = np.repeat(np.arange(n_jobs), n_w)
@@ -262,7 +293,7 @@ def compute_rates(
     packed = (1.0 - packing.eps) * np.minimum(1.0, 1.0 / np.maximum(util_sum[g], 1e-12)) ** packing.gamma
     f_gpu = np.where(k == 1, 1.0, np.where(mode[g] == 1, packed, switch / k))
     w_ref = np.array([p.w_ref for p in plans])[w_job]
-    f_cpu = np.where(w_ref > 0, got[w_idx] / np.where(w_ref > 0, w_ref, 1.0), 1.0)
+    f_cpu = np.where(w_ref > 0, eff[w_idx] / np.where(w_ref > 0, w_ref, 1.0), 1.0)
     f = np.maximum(np.where(on_gpu, f_gpu, f_cpu), 1e-9)
     # ---- network: bytes and flows per (job, link); each link direction shared equally per flow
     links = np.concatenate([p.comm.links + i * n_links for i, p in enumerate(plans)])

@@ -273,11 +273,16 @@ def test_gandiva_packing_beyond_gpu_memory_is_rejected():
 
 
 # --------------------------------------------------------------------------------------- FlowCon
-def _flowcon(jobs=("A", "B"), models=None):
-    cluster = make_cluster(nodes_per_rack=1, cpus=8, memory_gb=16, nic_MBps=125)  # R320 (seed 004 §5.1)
+def _flowcon(jobs=("A", "B"), models=None, overheads=None):
+    cluster = make_cluster(  # R320 (seed 004 §5.1)
+        nodes_per_rack=1, cpus=8, memory_gb=16, nic_MBps=125, overheads=overheads
+    )
     zoo = make_zoo(
         cnn=model_dict(param_bytes=1e3, step_compute_s=2.0, cpu_max=8.0),
         half=model_dict(param_bytes=1e3, step_compute_s=2.0, cpu_max=4.0),  # can use 4 cores
+        thin=model_dict(
+            param_bytes=1e3, step_compute_s=2.0, cpu_max=8.0, worker={"cpu": 0.5}, ps={"mem_gb": 0.2}
+        ),
     )
     models = models or {}
     sim = make_sim(cluster, zoo, [(j, models.get(j, "cnn"), 1, 1) for j in jobs])
@@ -323,6 +328,34 @@ def test_flowcon_equal_competition_and_soft_limits():
     assert r.speed["C"] == pytest.approx(1 / 2.0, rel=REL)  # all 4 of its cores: its alone speed
     assert r.speed["A"] == pytest.approx(0.5 * s, rel=REL)  # 2 (limit) + 2 (left idle by C) cores
     assert r.cpu_used[0] == pytest.approx(8.0)
+
+
+def test_cpu_contention_costs_a_switch_per_cfs_slice():
+    """FlowCon (seed 004 §5.3-5.5) gains makespan by shortening the overlap of jobs, which only
+    costs something if free competition does: with cpu_switch_s each of k CPU-starved tasks on a
+    node gets a CFS slice of max(latency / k, min_granularity) and loses one switch per slice.
+    A job alone pays nothing; limits change shares, not the loss; utilisation still counts the
+    cores as busy; 0 (the default) is ideal sharing."""
+    o = {"cpu_switch_s": 0.001, "cpu_sched_latency_s": 0.024, "cpu_min_granularity_s": 0.003}
+    alone = _flowcon(("A",), overheads=o).rates().speed["A"]
+    assert alone == pytest.approx(1 / 2.0, rel=REL)  # one job: no time-slicing, no loss
+    # k = 10: 24 ms / 10 is below the 3 ms floor
+    for k, kept in ((2, 1 - 0.001 / 0.012), (3, 1 - 0.001 / 0.008), (10, 1 - 0.001 / 0.003)):
+        jobs = tuple(f"J{i}" for i in range(k))
+        thin = {j: "thin" for j in jobs}  # small reservations, so ten jobs fit the node
+        r = _flowcon(jobs, thin, overheads=o).rates()
+        assert [r.speed[j] for j in jobs] == pytest.approx([alone / k * kept] * k, rel=REL)
+        assert r.cpu_used[0] == pytest.approx(8.0)  # lost time still keeps the cores busy
+        ideal = _flowcon(jobs, thin).rates()
+        assert [ideal.speed[j] for j in jobs] == pytest.approx([alone / k] * k, rel=REL)
+    sim = _flowcon(overheads=o)
+    sim.apply(Decision(cpu_limits={"A/w0": 0.75, "B/w0": 0.25}))
+    r = sim.rates()
+    kept = 1 - 0.001 / 0.012
+    assert (r.speed["A"], r.speed["B"]) == pytest.approx((0.75 * alone * kept, 0.25 * alone * kept), rel=REL)
+    # a competitor that gets all it wants (4 cores) is not time-sliced against: k = 1, no loss
+    r = _flowcon(("A", "C"), {"C": "half"}, overheads=o).rates()
+    assert (r.speed["A"], r.speed["C"]) == pytest.approx((alone / 2, 1 / 2.0), rel=REL)
 
 
 # --------------------------------------------------------------------------------------- migration
