@@ -176,7 +176,7 @@ class ShareEnv(ClusterEnv):
         self._cores = sim.rates().task_cores
         for i in range(len(self._slots)):
             self._task_rows(i)
-        self._struct_mask = None
+        self._struct_mask = self._gpu_block = None
 
     def _round_over(self) -> bool:
         return self._ended or not self._masks()[:-1].any()
@@ -240,7 +240,7 @@ class ShareEnv(ClusterEnv):
         else:
             slot, node = divmod(a, self.max_nodes)
             self._add_ps(slot, node)
-        self._struct_mask = None
+        self._struct_mask = self._gpu_block = None
 
     def _add_ps(self, slot: int, node: int) -> None:
         jid = self._slots[slot].job_id
@@ -402,14 +402,16 @@ class ShareEnv(ClusterEnv):
         if self._base_obs is None:  # the shared part shows the decision point: once per round
             self._base_obs = super()._obs()
         obs = {k: v.copy() for k, v in self._base_obs.items()}
-        gpus = np.zeros((self.max_nodes * self.max_gpus, GPU_F), np.float32)
-        cell = self._gpu_cell
-        gpus[:, 0] = self._gpu_valid
-        gpus[cell, 1] = np.minimum(self._occ / 4.0, 1.0)
-        gpus[cell, 2] = self._modes()
-        gpus[cell, 3] = np.minimum(np.maximum(self._gutil, 0.0) / 2.0, 1.0)
-        gpus[cell, 4] = np.clip(self._gmem / np.maximum(self._gpu_cap, 1e-9), 0.0, 1.0)
-        obs["gpus"] = gpus
+        if self._gpu_block is None:  # changes only with placements and modes
+            gpus = np.zeros((self.max_nodes * self.max_gpus, GPU_F), np.float32)
+            cell = self._gpu_cell
+            gpus[:, 0] = self._gpu_valid
+            gpus[cell, 1] = np.minimum(self._occ / 4.0, 1.0)
+            gpus[cell, 2] = self._modes()
+            gpus[cell, 3] = np.minimum(np.maximum(self._gutil, 0.0) / 2.0, 1.0)
+            gpus[cell, 4] = np.clip(self._gmem / np.maximum(self._gpu_cap, 1e-9), 0.0, 1.0)
+            self._gpu_block = gpus
+        obs["gpus"] = self._gpu_block.copy()
         obs["tasks"] = self._task_block.reshape(-1, TASK_ROW_F).copy()
         cur = self._cursor
         cursor = np.zeros(CURSOR_F, np.float32)
