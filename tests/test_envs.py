@@ -450,3 +450,106 @@ def test_plain_ppo_learns_on_placement():
 
 def test_env_ids_match_package():
     assert tuple(ENV_IDS) == dlclusterenv.ENV_IDS
+
+
+# --------------------------------------------------------------------------- DLClusterShare
+def _two_pending(**kw):
+    """The share env on tiny once two jobs wait (j0: 2 PS 1 worker, j1: 2 PS 2 workers, both
+    ResNeXt-110 with 4 GB on the GPU; tiny's GPUs have 16 GB)."""
+    env = make_env("DLClusterShare-v0", **kw)
+    u = env.unwrapped
+    env.reset(seed=0)
+    while len(u.slots()) < 2:
+        env.step(u.end)
+    assert [j.status for j in u.slots()] == ["pending", "pending"]
+    return env, u
+
+
+def _do(env, *actions):
+    for a in actions:
+        assert env.unwrapped.action_masks()[a], a
+        obs, _, _, _, info = env.step(a)
+        assert not info["invalid_action"]
+    return obs
+
+
+def test_share_env_shares_packs_and_sets_exact_limits():
+    from dlclusterenv.adapter import _limit_digits
+
+    env, u = _two_pending()
+    sim = u.sim
+    j0, j1 = (j.job_id for j in u.slots())
+    pack, timeslice = u.encode_mode(0, 1, "pack"), u.encode_mode(0, 1, "timeslice")
+    _do(env, u.encode_ps(0, 0), u.encode_worker(0, 0, 1))
+    assert not u.action_masks()[pack]  # one worker: nothing to pack
+    obs = _do(env, u.encode_ps(1, 1), u.encode_worker(1, 0, 1))  # shares GPU 1 of node 0
+    assert obs["gpus"][1, 1] == pytest.approx(0.5)  # two workers (of 4 in the scale)
+    assert u.action_masks()[pack] and not u.action_masks()[timeslice]
+    obs = _do(env, pack)
+    assert obs["gpus"][1, 2] == 1.0
+    assert u.action_masks()[timeslice] and not u.action_masks()[pack]
+    digits = _limit_digits("x", 1 / 3)
+    assert len(digits) == 5
+    obs = _do(env, u.encode_limit(1, 1), *(u.encode_digit(d) for d in digits))  # j1's w0
+    assert obs["tasks"][u.max_tasks + 1, 5] == pytest.approx(1 / 3)
+    assert obs["cursor"][0] == 1.0 and obs["cursor"][4] == pytest.approx(1 / 3)
+    _do(env, u.end)
+    assert sim.gpu_tasks[1] == [f"{j0}/w0", f"{j1}/w0"]  # in the order they were added
+    assert sim.gpu_mode[1] == 1
+    assert sim.jobs[j1].tasks[f"{j1}/w0"].cpu_limit == 1 / 3  # exactly
+    assert (sim.jobs[j0].num_ps, sim.jobs[j0].num_workers) == (1, 1)
+    assert {sim.jobs[j].status for j in (j0, j1)} == {"running"}
+
+
+def test_share_env_release_readds_task_by_index():
+    """Re-adding a released job: the i-th worker added is w_i, so moving w0 to another GPU of the
+    same node is a migration (checkpoint pause) while its PS, re-added where it is, stays."""
+    env, u = _two_pending()
+    sim = u.sim
+    j1 = u.slots()[1].job_id
+    _do(env, u.encode_ps(1, 1), u.encode_worker(1, 0, 1), u.end)
+    assert sim.jobs[j1].status == "running"
+    slot = [j.job_id for j in u.slots()].index(j1)
+    obs = _do(env, u.encode_release(slot))
+    assert obs["gpus"][1, 1] == 0.0 and not obs["tasks"][slot * u.max_tasks :, 0][:2].any()
+    now = sim.now
+    _do(env, u.encode_ps(slot, 1), u.encode_worker(slot, 0, 0), u.end)
+    job = sim.jobs[j1]
+    assert (job.tasks[f"{j1}/ps0"].node, job.tasks[f"{j1}/w0"].gpu) == (1, 0)
+    assert job.paused_until > now and sim.gpu_tasks[1] == []
+
+
+def test_share_env_limit_digit_masks():
+    env, u = _two_pending()
+    _do(env, u.encode_ps(0, 0), u.encode_worker(0, 0, 0), u.end)
+    digits = slice(u.encode_digit(0), u.end)
+    assert not u.action_masks()[digits].any()  # no limit open
+    _do(env, u.encode_limit(0, 1))
+    assert u.action_masks()[digits].all()  # 0..4096 (4096 / 4096 = 1.0)
+    _do(env, u.encode_digit(4096))
+    assert not u.action_masks()[digits].any()  # 1.0 is complete
+    _do(env, u.encode_limit(0, 0), *[u.encode_digit(0)] * 5)
+    m = u.action_masks()[digits]
+    assert not m[0] and m[1:4096].all() and not m[4096]  # the sixth digit must make it positive
+    _do(env, u.encode_digit(7))
+    assert not u.action_masks()[digits].any()
+    _do(env, u.end)
+    task = u.sim.jobs[u.slots()[0].job_id].tasks
+    assert [t.cpu_limit for t in task.values()] == [7 / 2**72, 1.0]
+
+
+def test_share_env_options():
+    with pytest.raises(ConfigError, match="max_tasks"):
+        make_env("DLClusterShare-v0", max_tasks=1)
+    with pytest.raises(ConfigError, match="max_gpus"):
+        make_env("DLClusterShare-v0", max_gpus=1)  # tiny's nodes have 2 GPUs
+    env = make_env("DLClusterShare-v0", max_gpus=3, max_nodes=5)
+    obs, _ = env.reset(seed=0)
+    assert obs["gpus"].shape == (15, 5)
+    np.testing.assert_array_equal(obs["gpus"][:, 0], [1, 1, 0] * 4 + [0, 0, 0])
+    u = env.unwrapped
+    while not u.slots():
+        env.step(u.end)
+    mask = u.action_masks()
+    assert mask[u.encode_worker(0, 0, 1)] and not mask[u.encode_worker(0, 0, 2)]
+    assert not mask[u.encode_ps(0, 4)]
