@@ -263,3 +263,12 @@ def test_limit_digits_are_exact(value):
 def test_limit_digits_refuse_what_the_env_cannot_write(value):
     with pytest.raises(AdapterError, match="cpu_limits"):
         _limit_digits("j/w0", value)
+
+
+@pytest.mark.parametrize("name", baselines.names())
+def test_every_baseline_through_share_env_on_tiny(name):
+    """DLClusterShare expresses every decision of every baseline: identical metrics on tiny
+    (about 0.1 s each)."""
+    want = dlclusterenv.make_sim("tiny", 0).run(baselines.make(name)).summary()
+    assert want["jobs_finished"] > 0
+    assert SchedulerAdapter(make_env("DLClusterShare-v0"), baselines.make(name)).run(0).summary() == want
