@@ -10,8 +10,9 @@ Actions, Discrete (N = max_nodes, G = max_gpus, J = max_jobs, T = max_tasks, B =
   back is its new shape. Unlike the joint env, the i-th PS / worker added back *is* ps_i / w_i
   (a re-add where that task sits now does not move it), so every migration, including a worker
   changing GPU inside its node, is expressible exactly;
-- GPU g of node n to time-slicing or to packing (N*G*2): only real changes are offered; packing
-  needs two workers on the GPU and their GPU memory to fit (the simulator's rule);
+- GPU g of node n to time-slicing or to packing (N*G*2): only changes are offered; packing needs
+  two workers on the GPU and their GPU memory to fit, and while a GPU is declared packed it takes
+  another worker only if the memory fits (the simulator's rules, so a round never fails to apply);
 - CPU limit of task t of slot j (J*T; t counts the job's PS, then its workers, after the round's
   actions so far), followed by base-B digits (B + 1): the first digit d gives d / B (d = B is
   1.0, no limit), each further one adds d / B^k; up to 6 digits. A learned policy needs one digit
@@ -99,7 +100,6 @@ class ShareEnv(ClusterEnv):
         self._gpu_cap = c.gpu_memory[c.gpu_node].astype(float)
         self._gpu_valid = np.zeros(N * G, np.float32)
         self._gpu_valid[self._gpu_cell] = 1.0
-        self._round = 0
 
     @staticmethod
     def _extra_kwargs() -> tuple[str, ...]:
@@ -131,7 +131,6 @@ class ShareEnv(ClusterEnv):
     # ------------------------------------------------------------------ round
     def _begin_round(self) -> None:
         sim, c = self.sim, self.cluster
-        self._round += 1
         self._base_obs = None
         self._ended = False
         self._cursor: _Cursor | None = None
