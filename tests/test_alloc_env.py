@@ -42,3 +42,28 @@ def test_work_conserving_alloc_never_ends_a_round_with_a_startable_job_waiting()
     assert m[-1]  # without the option, ending at once is allowed
     env.reset(seed=0)
     assert not env.unwrapped.action_masks()[-1]
+
+
+def test_max_adds_per_round_bounds_one_jobs_growth():
+    env = gym.make("DLClusterAlloc-v0", scenario="tiny", placer="pack", max_adds_per_round=2)
+    env.reset(seed=0)
+    m = env.unwrapped.action_masks()
+    slot = _first_add(m) // 2
+    for role in (0, 1):  # one PS, one worker: the bound is reached
+        assert env.unwrapped.action_masks()[2 * slot + role]
+        env.step(2 * slot + role)
+    # the round closed by itself (nothing else could be added): the job runs with exactly 2 tasks
+    job = env.unwrapped.sim.active_jobs()[slot]
+    assert job.status == "running" and job.num_ps + job.num_workers == 2
+    free = gym.make("DLClusterAlloc-v0", scenario="tiny", placer="pack")
+    free.reset(seed=0)
+    free.step(2 * slot)
+    free.step(2 * slot + 1)
+    assert free.unwrapped.action_masks()[2 * slot + 1]  # unbounded: it could still grow
+
+
+def test_max_adds_per_round_must_not_be_negative():
+    import pytest
+
+    with pytest.raises(ValueError, match="max_adds_per_round"):
+        gym.make("DLClusterAlloc-v0", scenario="tiny", max_adds_per_round=-1)

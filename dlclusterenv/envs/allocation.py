@@ -149,18 +149,25 @@ class AllocationEnv(_ProposalEnv):
     or no worker in its proposal) can still get the task it lacks: every job that fits is
     started, and the policy decides only how big. Without it, ending every round is the likeliest
     single action of an untrained policy, and a JCT reward that pays off only hours later rarely
-    teaches it otherwise (as the placement env's defer did)."""
+    teaches it otherwise (as the placement env's defer did).
 
-    def __init__(self, scenario="default", placer: str = "spread", work_conserving: bool = False, **kw):
+    `max_adds_per_round=k` bounds the tasks one job gains per round (DL2 grows a job by one task
+    per decision): without it a policy that keeps adding makes rounds of thousands of steps."""
+
+    def __init__(self, scenario="default", placer: str = "spread", work_conserving: bool = False,
+                 max_adds_per_round: int = 0, **kw):
         super().__init__(scenario, **kw)
         self.placer_name = self._config_extra.pop("placer", placer)
         self.placer = get_placer(self.placer_name)
         self.work_conserving = bool(self._config_extra.pop("work_conserving", work_conserving))
+        self.max_adds = int(self._config_extra.pop("max_adds_per_round", max_adds_per_round))
+        if self.max_adds < 0:
+            raise ValueError(f"max_adds_per_round: {self.max_adds} must be >= 0 (0: no bound)")
         self.action_space = spaces.Discrete(2 * self.max_jobs + 1)
 
     @staticmethod
     def _extra_kwargs() -> tuple[str, ...]:
-        return ("placer", "work_conserving")
+        return ("placer", "work_conserving", "max_adds_per_round")
 
     def _pick(self, slot: int, role: str) -> int:
         job = self.slots()[slot]
@@ -179,6 +186,11 @@ class AllocationEnv(_ProposalEnv):
         if self._ended:
             return mask
         fits = self._fits().any(axis=2)
+        if self.max_adds:
+            for i, job in enumerate(self.slots()):
+                add = self._added.get(job.job_id)
+                if add and len(add["ps"]) + len(add["worker"]) >= self.max_adds:
+                    fits[i] = False
         mask[: fits.size] = fits.ravel()
         if self.work_conserving:
             for i, job in enumerate(self.slots()):
