@@ -24,9 +24,8 @@ from collections import deque
 from fractions import Fraction
 
 import gymnasium as gym
-import numpy as np
 
-from .api import Decision, Scheduler
+from .api import Decision, DecisionError, Scheduler
 from .envs.allocation import ROLES, AllocationEnv, JointEnv, _ProposalEnv
 from .envs.placement import PlacementEnv
 from .envs.share import DIGIT_BASE, MAX_DIGITS, ShareEnv
@@ -234,16 +233,10 @@ def _final_positions(sim: Simulator, d: Decision) -> tuple[dict[str, tuple[int, 
     wanted: dict[str, tuple[int, int]] = {}  # gpu -1: the simulator picks
     for tid, target in d.place.items():
         job = sim.job(tid.rpartition("/")[0])
-        if isinstance(target, tuple):
-            if len(target) != 2:
-                raise AdapterError(f"place[{tid!r}]: expected node or (node, gpu), got {target!r}")
-            node = sim._node(target[0], f"place[{tid!r}]")
-            slot = target[1]
-            if isinstance(slot, bool) or not isinstance(slot, (int, np.integer)) or not 0 <= slot < c.gpus[node]:
-                raise AdapterError(f"place[{tid!r}]: node {c.node_names[node]} has no GPU {slot!r}")
-            gpu = int(c.gpu_base[node] + slot)
-        else:
-            node, gpu = sim._node(target, f"place[{tid!r}]"), -1
+        try:
+            node, gpu = sim.place_target(tid, target)
+        except DecisionError as e:
+            raise AdapterError(str(e)) from None
         old = job.tasks.get(tid)
         if old is not None and old.node == node and gpu in (-1, old.gpu) and tid not in gone:
             continue

@@ -179,6 +179,20 @@ class Simulator:
         )
 
     # ------------------------------------------------------------------ decisions
+    def place_target(self, tid: str, target: object) -> tuple[int, int]:
+        """A Decision.place value -> (node index, global GPU index or -1 for "the simulator
+        picks"); a malformed one raises DecisionError naming the task."""
+        if not isinstance(target, tuple):
+            return self._node(target, f"place[{tid!r}]"), -1
+        if len(target) != 2:
+            raise DecisionError(f"place[{tid!r}]: expected node or (node, gpu), got {target!r}")
+        c = self.cluster
+        node = self._node(target[0], f"place[{tid!r}]")
+        slot = target[1]
+        if isinstance(slot, bool) or not isinstance(slot, (int, np.integer)) or not 0 <= slot < c.gpus[node]:
+            raise DecisionError(f"place[{tid!r}]: node {c.node_names[node]} has no GPU {slot!r}")
+        return node, int(c.gpu_base[node] + slot)
+
     def _node(self, value: object, where: str) -> int:
         if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
             if 0 <= int(value) < self.cluster.n_nodes:
@@ -244,18 +258,9 @@ class Simulator:
         moves: dict[str, tuple[int, int, Job, str]] = {}  # task -> node, gpu (-1 = pick), job, role
         for tid, target in d.place.items():
             job, role = lookup(tid, "place")
-            if isinstance(target, tuple):
-                if len(target) != 2:
-                    raise DecisionError(f"place[{tid!r}]: expected node or (node, gpu), got {target!r}")
-                node = self._node(target[0], f"place[{tid!r}]")
-                slot = target[1]
-                if not isinstance(slot, (int, np.integer)) or not 0 <= slot < c.gpus[node]:
-                    raise DecisionError(f"place[{tid!r}]: node {c.node_names[node]} has no GPU {slot!r}")
-                if role != "worker" or job.model.worker.gpu == 0:
-                    raise DecisionError(f"place[{tid!r}]: a GPU was given but the task uses none")
-                gpu = int(c.gpu_base[node] + slot)
-            else:
-                node, gpu = self._node(target, f"place[{tid!r}]"), -1
+            node, gpu = self.place_target(tid, target)
+            if gpu >= 0 and (role != "worker" or job.model.worker.gpu == 0):
+                raise DecisionError(f"place[{tid!r}]: a GPU was given but the task uses none")
             old = job.tasks.get(tid)
             if old is not None and old.node == node and gpu in (-1, old.gpu) and tid not in gone:
                 continue  # already there: not a migration
