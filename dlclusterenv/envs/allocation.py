@@ -60,6 +60,12 @@ class _ProposalEnv(ClusterEnv):
             return job.num_ps, job.num_workers
         return 0, 0
 
+    def _proposed(self, job) -> tuple[int, int]:
+        """(p, w) the job would run with if the round ended now."""
+        p, w = self._base(job)
+        add = self._added.get(job.job_id)
+        return (p + len(add["ps"]), w + len(add["worker"])) if add else (p, w)
+
     def _add(self, slot: int, role: str, node: int) -> None:
         job = self.slots()[slot]
         d = job.model.ps if role == "ps" else job.model.worker
@@ -128,12 +134,9 @@ class _ProposalEnv(ClusterEnv):
         obs["nodes"][:n, 2] = cap.mem / c.memory
         obs["nodes"][:n, 3] = cap.gpu / np.maximum(c.gpus, 1)
         for i, job in enumerate(self.slots()):  # a pending job's proposal starts from zero
-            add = self._added.get(job.job_id)
-            p0, w0 = self._base(job)
-            if add:
-                p0, w0 = p0 + len(add["ps"]), w0 + len(add["worker"])
-            obs["jobs"][i, 2] = min(p0 / 16, 1.0)
-            obs["jobs"][i, 3] = min(w0 / 32, 1.0)
+            p, w = self._proposed(job)
+            obs["jobs"][i, 2] = min(p / 16, 1.0)
+            obs["jobs"][i, 3] = min(w / 32, 1.0)
         np.clip(obs["nodes"], 0.0, 1.0, out=obs["nodes"])
         return obs
 
@@ -194,10 +197,8 @@ class AllocationEnv(_ProposalEnv):
         mask[: fits.size] = fits.ravel()
         if self.work_conserving:
             for i, job in enumerate(self.slots()):
-                add = self._added.get(job.job_id, {"ps": [], "worker": []})
-                p0, w0 = self._base(job)
-                lacks = (p0 + len(add["ps"]) < 1, w0 + len(add["worker"]) < 1)
-                if (lacks[0] and fits[i, 0]) or (lacks[1] and fits[i, 1]):
+                p, w = self._proposed(job)
+                if (p < 1 and fits[i, 0]) or (w < 1 and fits[i, 1]):
                     mask[-1] = False
                     break
         return mask
