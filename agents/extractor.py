@@ -20,7 +20,7 @@ per-job embeddings plus a pooled context:
 
 `EntityScorer` is an SB3 features extractor that puts one of three heads on the encoder, matching
 the action layouts of dlclusterenv/envs: `place` (a logit per node + defer), `alloc` (+PS and
-+worker logits per job slot + end of round) and `joint` (a pairwise job x node scorer for +PS and
++worker logits per job slot, or one per shape with the env's `shapes=`, + end of round) and `joint` (a pairwise job x node scorer for +PS and
 +worker, a release logit per job slot, end of round). Its output is [action logits, pooled
 context]; agents.policies splits the two between the actor and the critic.
 """
@@ -54,12 +54,13 @@ def _masked_mean(h: th.Tensor, mask: th.Tensor) -> th.Tensor:
     return (h * m).sum(1) / m.sum(1).clamp(min=1.0)
 
 
-def n_actions(layout: str, max_nodes: int, max_jobs: int) -> int:
-    """Size of the env's Discrete action space for a layout (dlclusterenv/envs)."""
+def n_actions(layout: str, max_nodes: int, max_jobs: int, per_job: int = 2) -> int:
+    """Size of the env's Discrete action space for a layout (dlclusterenv/envs); `per_job` is the
+    alloc layout's actions per job slot (+PS, +worker; or one per shape of `shapes=`)."""
     if layout == "place":
         return max_nodes + 1
     if layout == "alloc":
-        return 2 * max_jobs + 1
+        return per_job * max_jobs + 1
     if layout == "joint":
         return 2 * max_jobs * max_nodes + max_jobs + 1
     raise ValueError(f"layout: unknown {layout!r}; choose from {LAYOUTS}")
@@ -142,9 +143,9 @@ class EntityScorer(BaseFeaturesExtractor):
     """Features = [the env's action logits, pooled context]; see the module docstring."""
 
     def __init__(self, observation_space: spaces.Dict, layout: str = "place", dim: int = 32,
-                 heads: int = 4, layers: int = 2):
+                 heads: int = 4, layers: int = 2, per_job: int = 2):
         max_nodes, max_jobs = check_observation_space(observation_space)
-        self.n_actions = n_actions(layout, max_nodes, max_jobs)
+        self.n_actions = n_actions(layout, max_nodes, max_jobs, per_job)
         super().__init__(observation_space, features_dim=self.n_actions + dim)
         self.layout, self.context_dim = layout, dim
         self.encoder = ClusterEncoder(dim, heads, layers)
@@ -152,7 +153,7 @@ class EntityScorer(BaseFeaturesExtractor):
         if layout == "place":
             self.node_score = _mlp(2 * dim, dim, 1)
         elif layout == "alloc":
-            self.job_score = _mlp(2 * dim, dim, 2)  # +PS, +worker
+            self.job_score = _mlp(2 * dim, dim, per_job)  # +PS, +worker; or one per shape
         else:
             self.pair_job, self.pair_node = nn.Linear(dim, dim), nn.Linear(dim, dim, bias=False)
             self.pair_ctx = nn.Linear(dim, dim, bias=False)

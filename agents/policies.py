@@ -109,6 +109,8 @@ class EntityPolicy(MaskableActorCriticPolicy):
     def __init__(self, observation_space, action_space, lr_schedule, **kwargs):
         fk = dict(kwargs.pop("features_extractor_kwargs", None) or {})
         fk["layout"] = self.layout
+        if self.layout == "alloc":  # +PS / +worker, or the env's shapes: read off the space
+            fk["per_job"] = (int(action_space.n) - 1) // observation_space["jobs"].shape[0]
         kwargs["features_extractor_kwargs"] = fk
         kwargs.setdefault("features_extractor_class", EntityScorer)
         kwargs.setdefault("net_arch", [64, 64])
@@ -142,7 +144,8 @@ class PlacePolicy(EntityPolicy):
 
 
 class AllocPolicy(EntityPolicy):
-    """DLClusterAlloc-v0: +PS and +worker logits per job slot (shared scorer), and end of round."""
+    """DLClusterAlloc-v0: +PS and +worker logits per job slot (or one per shape, with the env's
+    `shapes=`) from a shared scorer, and end of round."""
 
     layout = "alloc"
 

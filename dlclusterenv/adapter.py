@@ -9,7 +9,7 @@ express raises AdapterError naming the job or task, instead of being silently ch
 - DLClusterJoint: any allocation, placement (on nodes, not GPU slots), migration or preemption
   that leaves every touched job fully placed or not placed at all.
 - DLClusterAlloc: starting pending jobs and growing running ones; the env's placer must put each
-  task where the scheduler did.
+  task where the scheduler did, and with `shapes=` each job's new (p, w) must be one of them.
 - DLClusterShare: what the joint env expresses, plus GPU slots (sharing occupied GPUs), GPU modes
   and CPU limits (written in base-4096 digits, exact for every float limit >= 2^-20): Gandiva and
   FlowCon. A worker placed on a node without a GPU slot gets the GPU the simulator would give it.
@@ -122,6 +122,13 @@ class SchedulerAdapter:
                     raise AdapterError(f"DLClusterAlloc can only grow job {jid!r}, not {(p, w)}")
                 releases.append(env.encode_release(slot))
                 p0 = w0 = 0
+            if not joint and env.shapes:
+                if (p, w) != (p0, w0):
+                    try:
+                        adds.append(env.encode_shape(slot, p, w))
+                    except ValueError as e:
+                        raise AdapterError(f"DLClusterAlloc cannot size job {jid!r}: {e}") from None
+                continue
             # workers first, the order placers.place_job uses (matters for DLClusterAlloc)
             for role, prefix, lo, hi in (("worker", "w", w0, w), ("ps", "ps", p0, p)):
                 for i in range(lo, hi):

@@ -651,6 +651,25 @@ class Simulator:
             total += job.proj * (job.total_steps - job.steps_done)
         return total
 
+    def projected_job_seconds(self) -> float:
+        """Seconds the running jobs still need, summed: remaining steps at the current speed (a
+        paused job: its pause, then the speed its placement has alone). Each running job adds
+        that much to the total JCT if nothing changes, so it is the JCT reward's potential for
+        shaping; uses the engine's truth, which a reward may, and an observation may not."""
+        speed = self.rates().speed
+        total = 0.0
+        for job in self._active:
+            if job.status != RUNNING:
+                continue
+            v, wait = speed.get(job.job_id, 0.0), 0.0
+            if v <= 0.0:
+                wait = max(job.paused_until - self.now, 0.0)
+                v = self.isolated_speed(job.job_id, [t.node for t in job.ps_tasks()],
+                                        [t.node for t in job.worker_tasks()])
+            if v > 0.0:
+                total += wait + (job.total_steps - job.steps_done) / v
+        return total
+
     def isolated_speed(self, job_id: str, ps_nodes: list[int], worker_nodes: list[int]) -> float:
         """True speed of a job alone on an empty cluster with this placement (oracles, tests)."""
         src = self.jobs[job_id] if job_id in self.jobs else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
 import dlclusterenv  # noqa: F401
 
@@ -67,3 +68,116 @@ def test_max_adds_per_round_must_not_be_negative():
 
     with pytest.raises(ValueError, match="max_adds_per_round"):
         gym.make("DLClusterAlloc-v0", scenario="tiny", max_adds_per_round=-1)
+
+
+SHAPES = [[1, 1], [2, 4], [4, 4], [8, 8]]
+
+
+def _shape_env(**kw):
+    return gym.make("DLClusterAlloc-v0", scenario="tiny", placer="pack", shapes=SHAPES, **kw)
+
+
+def test_a_shape_action_sizes_a_job_in_one_step_and_only_growth_is_offered():
+    env = _shape_env()
+    env.reset(seed=0)
+    base = env.unwrapped
+    assert base.action_space.n == len(SHAPES) * base.max_jobs + 1
+    m = base.action_masks()
+    a = int(np.flatnonzero(m[:-1])[0])
+    slot, k = divmod(a, len(SHAPES))
+    job = base.slots()[slot]
+    round_ = base.decision_index
+    env.step(a)
+    if base.decision_index == round_:  # the round goes on: proposed, and no second shape
+        assert base._proposed(job) == tuple(SHAPES[k])
+        assert not base.action_masks()[slot * len(SHAPES) : (slot + 1) * len(SHAPES)].any()
+    else:  # nothing else to decide: the round closed with the job running at that shape
+        assert (job.num_ps, job.num_workers) == tuple(SHAPES[k]) and job.status == "running"
+
+
+def test_shape_mask_is_exactly_what_fits():
+    """Every offered shape is carried out whole; every refused one fails to place or shrinks."""
+    env = _shape_env(max_jobs=8)
+    rng = np.random.default_rng(0)
+    env.reset(seed=1)
+    base = env.unwrapped
+    for _ in range(200):
+        m = base.action_masks()
+        slots = base.slots()
+        for slot, job in enumerate(slots):
+            for k, (p, w) in enumerate(SHAPES):
+                p0, w0 = base._proposed(job)
+                before = (base._cap.gpu.copy(), {r: list(v) for r, v in base._added.get(job.job_id, {}).items()})
+                grows = p >= p0 and w >= w0 and (p, w) != (p0, w0) and job.job_id not in base._shaped
+                if grows and base._grow(slot, p, w):
+                    assert m[slot * len(SHAPES) + k], (slot, k)
+                    # undo the probe
+                    for role, keep in (("ps", len(before[1].get("ps", []))), ("worker", len(before[1].get("worker", [])))):
+                        d = job.model.ps if role == "ps" else job.model.worker
+                        while len(base._added[job.job_id][role]) > keep:
+                            base._cap.take(base._added[job.job_id][role].pop(), d, -1)
+                    if not before[1]:
+                        base._added.pop(job.job_id)
+                else:
+                    assert not m[slot * len(SHAPES) + k], (slot, k)
+                assert (base._cap.gpu == before[0]).all()
+        a = int(rng.choice(np.flatnonzero(m)))
+        *_, te, tr, _ = env.step(a)
+        if te or tr:
+            break
+
+
+def test_work_conserving_shapes_start_every_job_that_fits():
+    env = _shape_env(work_conserving=True)
+    env.reset(seed=0)
+    done = False
+    while not done:
+        m = env.unwrapped.action_masks()
+        a = len(m) - 1 if m[-1] else int(np.flatnonzero(m[:-1])[0])
+        *_, te, tr, info = env.step(a)
+        done = te or tr
+    assert info["metrics"]["jobs_unfinished"] == 0
+
+
+def test_adapter_follows_a_scheduler_whose_shapes_are_on_the_menu():
+    from dlclusterenv import make_sim
+    from dlclusterenv.adapter import AdapterError, SchedulerAdapter
+    from dlclusterenv.api import Decision, Scheduler
+    from dlclusterenv.placers import Capacity, add_placement, get_placer, place_job
+
+    class Fixed(Scheduler):
+        name = "fixed"
+
+        def __init__(self, shape):
+            self.shape = shape
+
+        def decide(self, view):
+            d, cap = Decision(), Capacity.of(view)
+            for j in view.pending:
+                got = place_job(view.cluster, cap, get_placer("pack"), j.ps_demand, j.worker_demand,
+                                *self.shape)
+                if got is not None:
+                    d.allocate[j.job_id] = self.shape
+                    add_placement(d, j.job_id, *got)
+            return d
+
+    direct = make_sim("tiny", 3).run(Fixed((2, 4)))
+    via = SchedulerAdapter(_shape_env(max_jobs=32), Fixed((2, 4))).run(3)
+    assert via.summary() == direct.summary()
+    with pytest.raises(AdapterError, match=r"\(2, 2\) is not one of the env's shapes"):
+        SchedulerAdapter(_shape_env(max_jobs=32), Fixed((2, 2))).run(3)
+
+
+@pytest.mark.parametrize(
+    "shapes, match",
+    [([[0, 1]], r"shapes\[0\]"), ([[1, 1], [1, 1]], r"shapes\[1\]: \(1, 1\) appears twice"),
+     ([], "shapes: empty"), ("2x4", "shapes: expected a list"), ([[1, 2, 3]], r"shapes\[0\]")],
+)
+def test_bad_shapes_are_refused_by_field(shapes, match):
+    with pytest.raises(ValueError, match=match):
+        gym.make("DLClusterAlloc-v0", scenario="tiny", shapes=shapes)
+
+
+def test_shapes_exclude_max_adds_per_round():
+    with pytest.raises(ValueError, match="max_adds_per_round"):
+        gym.make("DLClusterAlloc-v0", scenario="tiny", shapes=SHAPES, max_adds_per_round=2)

@@ -67,3 +67,36 @@ def test_traffic_shaping_changes_when_not_how_much():
         assert abs(total + info["metrics"]["cross_node_gb"]) < 1e-6 * abs(total)
     assert abs(totals[True] - totals[False]) < 1e-6 * abs(totals[False])
     assert first_charge[True] < first_charge[False]
+
+
+def test_jct_shaping_keeps_the_return_and_charges_a_jobs_size_when_chosen():
+    """JCT potential = minus the hours running jobs still need: the shaped episode return equals
+    the unshaped one, and the step that sizes a job already tells a small shape from a big one."""
+    import gymnasium as gym
+    import numpy as np
+
+    shapes = [[1, 1], [2, 4]]
+    totals = {}
+    for shaping in (False, True):
+        env = gym.make("DLClusterAlloc-v0", scenario="tiny", placer="pack", shapes=shapes,
+                       work_conserving=True, shaping=shaping)
+        env.reset(seed=0)
+        rng = np.random.default_rng(0)
+        total, done = 0.0, False
+        while not done:
+            a = int(rng.choice(np.flatnonzero(env.unwrapped.action_masks())))
+            _, r, term, trunc, info = env.step(a)
+            total += r
+            done = term or trunc
+        totals[shaping] = total
+        assert abs(total * 3600 + info["metrics"]["avg_jct_s"] * 8) < 1e-6 * abs(total * 3600)
+    assert abs(totals[True] - totals[False]) < 1e-9 * abs(totals[False])
+    first = {}
+    for k in (0, 1):  # the first job alone, as (1 PS, 1 worker) or (2 PS, 4 workers), then end
+        env = gym.make("DLClusterAlloc-v0", scenario="tiny", placer="pack", shapes=shapes,
+                       shaping=True)
+        env.reset(seed=0)
+        env.step(k)
+        _, r, *_ = env.step(env.action_space.n - 1)
+        first[k] = r
+    assert first[1] > first[0]

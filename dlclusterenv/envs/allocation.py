@@ -5,7 +5,10 @@ jobs grow, pending jobs start once their proposal has at least one PS and one wo
 ends with the end-of-round action or when nothing more fits, and is applied as one Decision.
 
 - DLClusterAlloc: Discrete(2 * max_jobs + 1): (slot, +PS | +worker), last = end of round; the task
-  goes where the named placer (`placer=`: spread | pack) puts it.
+  goes where the named placer (`placer=`: spread | pack) puts it. With `shapes=[(p, w), ...]` it
+  is Discrete(len(shapes) * max_jobs + 1) instead: (slot, shape k) grows the job to shape k in one
+  action (Decima's parallelism-limit action, Mao et al. SIGCOMM'19), so a job's size is one
+  choice rather than a run of micro-actions.
 - DLClusterJoint: Discrete(2 * max_jobs * max_nodes + max_jobs + 1): (slot, +PS | +worker, node),
   then "release slot" for each slot, last = end of round; allocation and placement together.
   Releasing a job frees its tasks for the round; what is added back for it is its new shape and
@@ -155,10 +158,17 @@ class AllocationEnv(_ProposalEnv):
     teaches it otherwise (as the placement env's defer did).
 
     `max_adds_per_round=k` bounds the tasks one job gains per round (DL2 grows a job by one task
-    per decision): without it a policy that keeps adding makes rounds of thousands of steps."""
+    per decision): without it a policy that keeps adding makes rounds of thousands of steps.
+
+    `shapes=[[p, w], ...]` replaces the +PS / +worker actions by one action per (slot, shape):
+    the job grows to (p, w), its new tasks placed workers first by the placer, as
+    placers.place_job does. A shape is offered once per job and round, only if it is a growth
+    (p and w no smaller, not equal) and all its new tasks fit; so a round has at most one action
+    per job plus the end. Why: micro-action allocation did not learn here (README, issue 5
+    findings) because a job's size took many correlated actions; a shape is one."""
 
     def __init__(self, scenario="default", placer: str = "spread", work_conserving: bool = False,
-                 max_adds_per_round: int = 0, **kw):
+                 max_adds_per_round: int = 0, shapes=None, **kw):
         super().__init__(scenario, **kw)
         self.placer_name = self._config_extra.pop("placer", placer)
         self.placer = get_placer(self.placer_name)
@@ -166,11 +176,26 @@ class AllocationEnv(_ProposalEnv):
         self.max_adds = int(self._config_extra.pop("max_adds_per_round", max_adds_per_round))
         if self.max_adds < 0:
             raise ValueError(f"max_adds_per_round: {self.max_adds} must be >= 0 (0: no bound)")
-        self.action_space = spaces.Discrete(2 * self.max_jobs + 1)
+        self.shapes = _check_shapes(self._config_extra.pop("shapes", shapes), self.max_tasks_per_job)
+        if self.shapes and self.max_adds:
+            raise ValueError("max_adds_per_round: does not apply with shapes (one action per job)")
+        self.per_job = len(self.shapes) if self.shapes else 2
+        self.action_space = spaces.Discrete(self.per_job * self.max_jobs + 1)
 
     @staticmethod
     def _extra_kwargs() -> tuple[str, ...]:
-        return ("placer", "work_conserving", "max_adds_per_round")
+        return ("placer", "work_conserving", "max_adds_per_round", "shapes")
+
+    def _begin_round(self) -> None:
+        super()._begin_round()
+        self._shaped: set[str] = set()
+
+    def encode_shape(self, slot: int, p: int, w: int) -> int:
+        """The action growing `slot`'s job to (p, w); ValueError if (p, w) is not a shape."""
+        try:
+            return slot * self.per_job + self.shapes.index((p, w))
+        except (AttributeError, ValueError):
+            raise ValueError(f"({p}, {w}) is not one of the env's shapes {self.shapes}") from None
 
     def _pick(self, slot: int, role: str) -> int:
         job = self.slots()[slot]
@@ -179,16 +204,62 @@ class AllocationEnv(_ProposalEnv):
         d = job.model.ps if role == "ps" else job.model.worker
         return self.placer(self.cluster, self._cap, d, placed)
 
+    def _grow(self, slot: int, p: int, w: int) -> bool:
+        """Add the tasks that take slot's job to (p, w), workers first; all or nothing."""
+        job = self.slots()[slot]
+        p0, w0 = self._proposed(job)
+        done: list[tuple[str, int]] = []
+        for role, k in (("worker", w - w0), ("ps", p - p0)):
+            for _ in range(k):
+                n = self._pick(slot, role)
+                if n < 0:
+                    for r, m in reversed(done):
+                        self._cap.take(m, job.model.ps if r == "ps" else job.model.worker, -1)
+                        self._added[job.job_id][r].pop()
+                    return False
+                self._add(slot, role, n)
+                done.append((role, n))
+        return True
+
     def _do(self, a: int) -> None:
-        slot, role = a // 2, ROLES[a % 2]
-        self._add(slot, role, self._pick(slot, role))
+        if not self.shapes:
+            slot, role = a // 2, ROLES[a % 2]
+            self._add(slot, role, self._pick(slot, role))
+            return
+        slot, k = divmod(a, self.per_job)
+        self._grow(slot, *self.shapes[k])
+        self._shaped.add(self.slots()[slot].job_id)
+
+    def _shape_fits(self) -> np.ndarray:
+        """(slots, shapes): the shape actions that would succeed now. Each is tried on the
+        round's capacity and undone, so the mask is exactly what _do will manage."""
+        slots = self.slots()
+        ok = np.zeros((len(slots), self.per_job), dtype=bool)
+        for i, job in enumerate(slots):
+            if job.job_id in self._shaped:
+                continue
+            p0, w0 = self._proposed(job)
+            added = self._added.get(job.job_id, {"ps": [], "worker": []})
+            n0 = (len(added["ps"]), len(added["worker"]))
+            for k, (p, w) in enumerate(self.shapes):
+                if p < p0 or w < w0 or (p, w) == (p0, w0) or not self._grow(i, p, w):
+                    continue
+                ok[i, k] = True
+                add = self._added[job.job_id]
+                for role, keep in (("ps", n0[0]), ("worker", n0[1])):
+                    d = job.model.ps if role == "ps" else job.model.worker
+                    while len(add[role]) > keep:
+                        self._cap.take(add[role].pop(), d, -1)
+            if not any(added.values()):
+                self._added.pop(job.job_id, None)
+        return ok
 
     def _compute_masks(self) -> np.ndarray:
         mask = np.zeros(self.action_space.n, dtype=bool)
         mask[-1] = True
         if self._ended:
             return mask
-        fits = self._fits().any(axis=2)
+        fits = self._shape_fits() if self.shapes else self._fits().any(axis=2)
         if self.max_adds:
             for i, job in enumerate(self.slots()):
                 add = self._added.get(job.job_id)
@@ -198,10 +269,35 @@ class AllocationEnv(_ProposalEnv):
         if self.work_conserving:
             for i, job in enumerate(self.slots()):
                 p, w = self._proposed(job)
-                if (p < 1 and fits[i, 0]) or (w < 1 and fits[i, 1]):
+                if self.shapes:
+                    startable = (p < 1 or w < 1) and fits[i].any()
+                else:
+                    startable = (p < 1 and fits[i, 0]) or (w < 1 and fits[i, 1])
+                if startable:
                     mask[-1] = False
                     break
         return mask
+
+
+def _check_shapes(shapes, max_tasks: int) -> list[tuple[int, int]] | None:
+    """shapes: None, or distinct (p, w) pairs of positive ints with p + w <= max_tasks."""
+    if shapes is None:
+        return None
+    if isinstance(shapes, (str, bytes)) or not hasattr(shapes, "__iter__"):
+        raise ValueError(f"shapes: expected a list of [p, w] pairs, got {shapes!r}")
+    out: list[tuple[int, int]] = []
+    for i, s in enumerate(shapes):
+        ok = (not isinstance(s, (str, bytes)) and hasattr(s, "__len__") and len(s) == 2
+              and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in s))
+        if not ok or s[0] + s[1] > max_tasks:
+            raise ValueError(f"shapes[{i}]: {s!r} is not a [p, w] pair of ints >= 1 with "
+                             f"p + w <= {max_tasks}")
+        if tuple(s) in out:
+            raise ValueError(f"shapes[{i}]: {tuple(s)} appears twice")
+        out.append(tuple(s))
+    if not out:
+        raise ValueError("shapes: empty; give at least one [p, w] pair, or leave it out")
+    return out
 
 
 class JointEnv(_ProposalEnv):

@@ -85,7 +85,7 @@ class ClusterEnv(gym.Env):
         self.time_scale_s = time_scale_s
         self.invalid_penalty = invalid_penalty
         self.max_steps = max_steps
-        self.shaping = bool(shaping) and "traffic" in weights
+        self.shaping = bool(shaping)
         self.render_mode = render_mode
         self.observation_space = spaces.Dict(
             {
@@ -195,21 +195,25 @@ class ClusterEnv(gym.Env):
     # ------------------------------------------------------------------ reward
     def _totals(self) -> tuple[float, ...]:
         t = self.sim.totals
-        phi = -self.sim.projected_cross_node_bytes() if self.shaping else 0.0
-        return (t.job_seconds, self.sim.now, t.cross_node_bytes, t.gpu_busy_s, phi)
+        w, sim = self.reward_weights, self.sim
+        phi = -sim.projected_cross_node_bytes() if self.shaping and "traffic" in w else 0.0
+        phi_jct = -sim.projected_job_seconds() if self.shaping and "jct" in w else 0.0
+        return (t.job_seconds, sim.now, t.cross_node_bytes, t.gpu_busy_s, phi, phi_jct)
 
     def _reward(self) -> float:
         """Weighted sum of the chosen terms over the time just simulated:
         jct: minus jobs in system x hours (sums to minus total JCT); makespan: minus hours elapsed;
         traffic: minus GB across nodes; utilisation: busy GPU fraction x hours. With `shaping`, the
-        traffic term also gets the potential-based shaping Phi(s') - Phi(s) (Ng et al., ICML'99;
-        optimal policies unchanged), Phi = minus the cross-node GB the placed tasks will still
-        move, so a placement is charged its traffic when it is made, not hours later."""
+        traffic and jct terms also get the potential-based shaping Phi(s') - Phi(s) (Ng et al.,
+        ICML'99; the episode return is unchanged, as Phi is 0 at both ends): for traffic, Phi =
+        minus the cross-node GB the placed tasks will still move; for jct, Phi = minus the hours
+        the running jobs still need at their current speeds. So a placement is charged its
+        traffic, and a job's size its time, when they are chosen, not hours later."""
         now = self._totals()
         d = [b - a for a, b in zip(self._mark, now)]
         self._mark = now
         terms = {
-            "jct": -d[0] / self.time_scale_s,
+            "jct": (d[5] - d[0]) / self.time_scale_s,
             "makespan": -d[1] / self.time_scale_s,
             "traffic": (d[4] - d[2]) / 1e9,
             "utilisation": d[3] / max(self.cluster.n_gpus, 1) / self.time_scale_s,
