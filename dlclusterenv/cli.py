@@ -44,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--scenario", default="default")
     ev.add_argument("--policies", default="all")
     ev.add_argument("--seeds", type=int, default=3)
+    ev.add_argument("--first-seed", type=int, default=0,
+                    help="seeds first-seed .. first-seed+seeds-1 (score learned policies on seeds "
+                         "they did not train on)")
     ev.add_argument("--out", default="runs/latest")
     ev.add_argument("--workers", type=int, default=0,
                     help="local processes, or CPUs of a Ray cluster started here (0: all cores)")
@@ -98,9 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             out = Path(a.out)
             board = evaluate.evaluate(_scenario(a), _policies(a.policies), a.seeds, out, workers=a.workers,
-                                      backend=a.backend, ray_address=a.ray_address)
+                                      backend=a.backend, ray_address=a.ray_address,
+                                      first_seed=a.first_seed)
             evaluate.print_leaderboard(
-                board, f"scenario {a.scenario}, {a.seeds} seeds; mean ± 95% interval; ranked by avg JCT "
+                board, f"scenario {a.scenario}, {a.seeds} seeds from {a.first_seed}; mean ± 95% interval; ranked by avg JCT "
                 "(policies leaving jobs unfinished last)")
             print(f"wrote {out}/runs.csv, jobs.csv, timing.csv (wall clock) and the plots "
                   "jct.png, utilisation.png, traffic.png, locality.png")

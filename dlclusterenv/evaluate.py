@@ -173,16 +173,18 @@ def _run_ray(scenario, tasks: list[tuple[str, int]], workers: int, address: str 
 
 def sweep(
     scenario, policies: list[str], seeds: int, *, workers: int = 0, backend: str = "local",
-    ray_address: str | None = None, progress: bool = True,
+    ray_address: str | None = None, progress: bool = True, first_seed: int = 0,
 ) -> list[RunResult]:
-    """Every policy x seed (seeds 0..seeds-1), returned in policy x seed order."""
+    """Every policy x seed (seeds first_seed..first_seed+seeds-1), in policy x seed order."""
     if seeds < 1:
         raise EvaluateError(f"--seeds must be at least 1, got {seeds}")
+    if first_seed < 0:
+        raise EvaluateError(f"--first-seed must be 0 or more, got {first_seed}")
     if workers < 0:
         raise EvaluateError(f"--workers must be 0 (one per core) or more, got {workers}")
     if backend not in BACKENDS:
         raise EvaluateError(f"--backend {backend!r}: valid: {', '.join(BACKENDS)}")
-    tasks = [(p, s) for p in policies for s in range(seeds)]
+    tasks = [(p, s) for p in policies for s in range(first_seed, first_seed + seeds)]
     runs = _run_ray(scenario, tasks, workers, ray_address) if backend == "ray" else _run_local(scenario, tasks, workers)
     done: dict[tuple[str, int], RunResult] = {}
     from tqdm import tqdm
@@ -281,12 +283,12 @@ def print_leaderboard(board: list[dict[str, Any]], title: str = "", console=None
 
 def evaluate(
     scenario, policies: list[str], seeds: int, out: Path, *, workers: int = 0, backend: str = "local",
-    ray_address: str | None = None, progress: bool = True,
+    ray_address: str | None = None, progress: bool = True, first_seed: int = 0,
 ) -> list[dict[str, Any]]:
     """The sweep, then runs.csv, jobs.csv, timing.csv and the plots in `out`; returns the leaderboard."""
     build(scenario, 0)  # a bad scenario fails here, once, before any worker or Ray task starts
     results = sweep(scenario, policies, seeds, workers=workers, backend=backend, ray_address=ray_address,
-                    progress=progress)
+                    progress=progress, first_seed=first_seed)
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "runs.csv", [{"policy": r.policy, "seed": r.seed, **r.summary} for r in results])
     write_csv(out / "jobs.csv", [{"policy": r.policy, "seed": r.seed, **j} for r in results for j in r.jobs])

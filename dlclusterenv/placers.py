@@ -89,7 +89,24 @@ def pack(cluster: Cluster, cap: Capacity, d: Demand, job_nodes: list[int]) -> in
     return int(ok[np.argmax(cap.load(cluster)[ok])])
 
 
-PLACERS = {"spread": spread, "pack": pack}
+def consolidate(cluster: Cluster, cap: Capacity, d: Demand, job_nodes: list[int]) -> int:
+    """Keep a job on few nodes without splintering others' free space: the latest node of this
+    job that still fits, else the node with the most free GPUs (a GPU task) or cores that fits;
+    ties to the lowest index. Optimus places this way ([code] __place: the job's servers, then
+    the emptiest); best fit (`pack`) instead starts a big job on the fullest node and spreads it
+    over the crumbs, and on a busy cluster an 8-worker job then crosses several NICs. -1 if none."""
+    ok = np.flatnonzero(cap.fits(d))
+    if len(ok) == 0:
+        return -1
+    fit = set(ok.tolist())
+    for n in reversed(job_nodes):
+        if n in fit:
+            return n
+    free = cap.gpu[ok] if d.gpu > 0 else cap.cpu[ok]
+    return int(ok[np.argmax(free)])
+
+
+PLACERS = {"spread": spread, "pack": pack, "consolidate": consolidate}
 
 
 def get_placer(name: str):

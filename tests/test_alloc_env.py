@@ -181,3 +181,38 @@ def test_bad_shapes_are_refused_by_field(shapes, match):
 def test_shapes_exclude_max_adds_per_round():
     with pytest.raises(ValueError, match="max_adds_per_round"):
         gym.make("DLClusterAlloc-v0", scenario="tiny", shapes=SHAPES, max_adds_per_round=2)
+
+
+def test_grow_running_false_sizes_a_job_once_when_it_starts():
+    env = _shape_env(grow_running=False)
+    env.reset(seed=0)
+    base, k = env.unwrapped, len(SHAPES)
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        m = base.action_masks()
+        for slot, job in enumerate(base.slots()):
+            if job.status == "running":
+                assert not m[slot * k : (slot + 1) * k].any()
+        *_, te, tr, _ = env.step(int(rng.choice(np.flatnonzero(m))))
+        if te or tr:
+            break
+    with pytest.raises(ValueError, match="grow_running"):
+        gym.make("DLClusterAlloc-v0", scenario="tiny", grow_running=False)
+
+
+def test_consolidate_starts_a_big_job_on_the_emptiest_node_where_pack_splinters_it():
+    from dlclusterenv.placers import Capacity, consolidate, pack, place_job
+    from dlclusterenv.workload import build
+
+    _, cluster, zoo, _ = build("default", 0)
+    model = zoo.models["ResNet-50"]
+    cap = Capacity(cluster.cpus.astype(float), cluster.memory.astype(float),
+                   cluster.nic.astype(float), cluster.gpus.astype(np.int64).copy())
+    cap.gpu[:8] = 1  # eight nodes with one free GPU each; the rest empty
+    layouts = {}
+    for placer in (pack, consolidate):
+        c = Capacity(cap.cpu.copy(), cap.mem.copy(), cap.bw.copy(), cap.gpu.copy())
+        _, workers = place_job(cluster, c, placer, model.ps, model.worker, 1, 8)
+        layouts[placer.__name__] = set(workers)
+    assert len(layouts["consolidate"]) == 1 and min(layouts["consolidate"]) >= 8
+    assert len(layouts["pack"]) == 8  # best fit takes the crumbs first

@@ -189,3 +189,11 @@ def test_ray_backend_matches_local(out, tmp_path):
     evaluate("tiny", POLICIES[:2], SEEDS, local, workers=1, progress=False)
     for name in ("runs.csv", "jobs.csv"):
         assert (tmp_path / name).read_bytes() == (local / name).read_bytes(), name
+
+
+def test_first_seed_moves_the_seed_range():
+    runs = sweep("tiny", ["fifo"], 2, workers=1, progress=False, first_seed=1000)
+    assert [r.seed for r in runs] == [1000, 1001]
+    assert runs[0].summary == make_sim("tiny", 1000).run(__import__("baselines").make("fifo")).summary()
+    with pytest.raises(EvaluateError, match="--first-seed"):
+        sweep("tiny", ["fifo"], 1, workers=1, progress=False, first_seed=-1)

@@ -165,10 +165,12 @@ class AllocationEnv(_ProposalEnv):
     placers.place_job does. A shape is offered once per job and round, only if it is a growth
     (p and w no smaller, not equal) and all its new tasks fit; so a round has at most one action
     per job plus the end. Why: micro-action allocation did not learn here (README, issue 5
-    findings) because a job's size took many correlated actions; a shape is one."""
+    findings) because a job's size took many correlated actions; a shape is one.
+    `grow_running=False` offers shapes to pending jobs only: a job is sized once, when it starts
+    (as Tiresias and Gandiva size jobs; each growth of a running job costs it a checkpoint pause)."""
 
     def __init__(self, scenario="default", placer: str = "spread", work_conserving: bool = False,
-                 max_adds_per_round: int = 0, shapes=None, **kw):
+                 max_adds_per_round: int = 0, shapes=None, grow_running: bool = True, **kw):
         super().__init__(scenario, **kw)
         self.placer_name = self._config_extra.pop("placer", placer)
         self.placer = get_placer(self.placer_name)
@@ -179,12 +181,15 @@ class AllocationEnv(_ProposalEnv):
         self.shapes = _check_shapes(self._config_extra.pop("shapes", shapes), self.max_tasks_per_job)
         if self.shapes and self.max_adds:
             raise ValueError("max_adds_per_round: does not apply with shapes (one action per job)")
+        self.grow_running = bool(self._config_extra.pop("grow_running", grow_running))
+        if not self.grow_running and not self.shapes:
+            raise ValueError("grow_running: False applies only with shapes")
         self.per_job = len(self.shapes) if self.shapes else 2
         self.action_space = spaces.Discrete(self.per_job * self.max_jobs + 1)
 
     @staticmethod
     def _extra_kwargs() -> tuple[str, ...]:
-        return ("placer", "work_conserving", "max_adds_per_round", "shapes")
+        return ("placer", "work_conserving", "max_adds_per_round", "shapes", "grow_running")
 
     def _begin_round(self) -> None:
         super()._begin_round()
@@ -236,7 +241,7 @@ class AllocationEnv(_ProposalEnv):
         slots = self.slots()
         ok = np.zeros((len(slots), self.per_job), dtype=bool)
         for i, job in enumerate(slots):
-            if job.job_id in self._shaped:
+            if job.job_id in self._shaped or (not self.grow_running and job.status == "running"):
                 continue
             p0, w0 = self._proposed(job)
             added = self._added.get(job.job_id, {"ps": [], "worker": []})
