@@ -76,12 +76,12 @@ def placement(learned: str, scenario: str, a) -> dict:
     jct, _ = _table(runs, learned, "avg_jct_s")
     print(f"\n{scenario}: {a.seeds} seeds from {a.first_seed} ({time.perf_counter() - t:.0f} s)")
     for k in sorted(gb, key=lambda k: gb[k].mean()):
-        print(f"  {k:>15}  cross-node {gb[k].mean():10,.1f} ± {ci95(list(gb[k])):8,.1f} GB   "
+        print(f"  {k:>15}  cross-node {gb[k].mean():10,.1f} ± {ci95(gb[k]):8,.1f} GB   "
               f"avg JCT {jct[k].mean():8,.0f} s" + (f"  ({unfinished[k]} jobs unfinished)" if unfinished[k] else ""))
     met = gb["learned"].mean() < gb["dltap"].mean() and unfinished["learned"] == 0
     ratio = gb["learned"] / gb["dltap"]
     print(f"  learned / dltap cross-node GB = {gb['learned'].mean() / gb['dltap'].mean():.3f} "
-          f"(per-seed {ratio.mean():.3f} ± {ci95(list(ratio)):.3f}); target < 1: {'met' if met else 'MISSED'}")
+          f"(per-seed {ratio.mean():.3f} ± {ci95(ratio):.3f}); target < 1: {'met' if met else 'MISSED'}")
     return {"cross_node_gb": {k: [float(x) for x in v] for k, v in gb.items()},
             "avg_jct_s": {k: [float(x) for x in v] for k, v in jct.items()},
             "jobs_unfinished": unfinished, "met": bool(met)}
@@ -100,13 +100,13 @@ def allocation(learned: str, scenario: str, a) -> dict:
     best_other = min((k for k in jct if k != "learned"), key=lambda k: jct[k].mean())
     print(f"\n{scenario}: {a.seeds} seeds from {a.first_seed} ({time.perf_counter() - t:.0f} s)")
     for k in sorted(jct, key=lambda k: (unfinished[k] > 0, jct[k].mean())):
-        print(f"  {k:>15}  avg JCT {jct[k].mean():9,.0f} ± {ci95(list(jct[k])):7,.0f} s"
+        print(f"  {k:>15}  avg JCT {jct[k].mean():9,.0f} ± {ci95(jct[k]):7,.0f} s"
               + (f"  ({unfinished[k]} jobs unfinished)" if unfinished[k] else ""))
     met = jct["learned"].mean() <= bound * jct["optimus"].mean() and unfinished["learned"] == 0
     if scenario == "default":
         met = met and jct["learned"].mean() < min(v.mean() for k, v in jct.items() if k != "learned")
     print(f"  learned / optimus = {jct['learned'].mean() / jct['optimus'].mean():.3f} "
-          f"(per-seed {ratio.mean():.3f} ± {ci95(list(ratio)):.3f}); target <= {bound}"
+          f"(per-seed {ratio.mean():.3f} ± {ci95(ratio):.3f}); target <= {bound}"
           + (" and below every baseline" if scenario == "default" else "")
           + f": {'met' if met else 'MISSED'}; best other: {best_other}")
     return {

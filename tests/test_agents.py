@@ -210,3 +210,29 @@ def test_transfer_refuses_what_cannot_transfer():
         MaskablePPO(JointPolicy, gym.make("DLClusterAlloc-v0", scenario="tiny"), device="cpu")
     with pytest.raises(ValueError, match="layout: unknown 'flat'"):
         EntityScorer(place.observation_space, layout="flat")
+
+
+def test_alloc_policy_with_shapes_has_a_logit_per_shape_and_transfers():
+    shapes = [[1, 1], [2, 4], [4, 4], [8, 8]]
+    small = gym.make("DLClusterAlloc-v0", scenario="tiny", max_jobs=8, shapes=shapes)
+    model = MaskablePPO(AllocPolicy, small, n_steps=64, batch_size=32, n_epochs=1, seed=0,
+                        device="cpu", policy_kwargs={"features_extractor_kwargs": {"dim": 32}})
+    model.learn(64)
+    assert model.policy.features_extractor.job_score[-1].out_features == len(shapes)
+    big = gym.make("DLClusterAlloc-v0", scenario="default_2x", max_jobs=16, shapes=shapes)
+    moved = transfer(model, big)
+    obs, _ = big.reset(seed=0)
+    assert action_logits(moved, obs).shape == (len(shapes) * 16 + 1,)
+    a, _ = moved.predict(obs, action_masks=big.unwrapped.action_masks(), deterministic=True)
+    assert big.unwrapped.action_masks()[int(a)]
+
+
+def test_a_learned_policy_on_a_bigger_cluster_gets_a_proportionally_bigger_job_window():
+    from agents.learned import env_for
+    from agents.train import load_config
+
+    cfg = load_config("configs/agents/alloc_default.yaml")  # default: 32 nodes, 16 job slots
+    assert env_for(cfg, None).unwrapped.max_jobs == 16
+    big = env_for(cfg, "default_2x").unwrapped  # 64 nodes
+    assert (big.cluster.n_nodes, big.max_jobs) == (64, 32)
+    assert env_for(cfg, "tiny").unwrapped.max_jobs == 16  # smaller clusters keep the window
