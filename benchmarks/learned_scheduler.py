@@ -16,6 +16,11 @@ with seed + i first and draws later episode seeds from a 2^31 range, and evaluat
 eval seeds (1000+); 2000+ is neither. Every policy runs on the same jobs for a seed (the sweep of
 `dlcluster evaluate`). Intervals: 95% Student t over seeds; the ratio is of the means, with the
 interval of the per-seed ratios. Training cost comes from the run's run.json.
+
+Reference row `fixed-8x8` (allocation only; not a baseline of the paper set): every job started
+whole with 8 PS and 8 workers by the consolidate placer: the shape the default-trained policy
+picked for every job of the episode inspected (seed 2000). It shows how much of the gain over
+Optimus a constant sizing rule gets.
 """
 
 from __future__ import annotations
@@ -29,7 +34,10 @@ import numpy as np
 
 import baselines
 from agents.train import load_config
+from dlclusterenv import make_sim
+from dlclusterenv.api import Decision, Scheduler
 from dlclusterenv.evaluate import ci95, sweep
+from dlclusterenv.placers import Capacity, add_placement, consolidate, place_job
 
 SCENARIOS = {"default": 0.8, "default_500": 1.0, "default_2x": 1.0}  # bound on learned / Optimus
 
@@ -87,6 +95,24 @@ def placement(learned: str, scenario: str, a) -> dict:
             "jobs_unfinished": unfinished, "met": bool(met)}
 
 
+class FixedShape(Scheduler):
+    """Start each pending job whole at one (p, w), in arrival order, where it fits."""
+
+    name = "fixed-8x8"
+
+    def __init__(self, p: int = 8, w: int = 8):
+        self.p, self.w = p, w
+
+    def decide(self, view) -> Decision:
+        d, cap = Decision(), Capacity.of(view)
+        for j in view.pending:
+            got = place_job(view.cluster, cap, consolidate, j.ps_demand, j.worker_demand, self.p, self.w)
+            if got is not None:
+                d.allocate[j.job_id] = (self.p, self.w)
+                add_placement(d, j.job_id, *got)
+        return d
+
+
 def allocation(learned: str, scenario: str, a) -> dict:
     """Learned vs Optimus (and, on default, every baseline) on one scenario."""
     # every baseline on the training scenario; on the bigger ones Optimus (the target) and the
@@ -95,16 +121,20 @@ def allocation(learned: str, scenario: str, a) -> dict:
     t = time.perf_counter()
     runs = sweep(scenario, [learned, *others], a.seeds, workers=a.workers, first_seed=a.first_seed)
     jct, unfinished = _table(runs, learned, "avg_jct_s")
+    fixed = [make_sim(scenario, s).run(FixedShape()).summary() for s in range(a.first_seed, a.first_seed + a.seeds)]
+    jct["fixed-8x8"] = np.array([m["avg_jct_s"] for m in fixed])
+    unfinished["fixed-8x8"] = sum(int(m["jobs_unfinished"]) for m in fixed)
     ratio = jct["learned"] / jct["optimus"]
     bound = SCENARIOS.get(scenario, 1.0)
-    best_other = min((k for k in jct if k != "learned"), key=lambda k: jct[k].mean())
+    best_other = min((k for k in jct if k not in ("learned", "fixed-8x8")), key=lambda k: jct[k].mean())
     print(f"\n{scenario}: {a.seeds} seeds from {a.first_seed} ({time.perf_counter() - t:.0f} s)")
     for k in sorted(jct, key=lambda k: (unfinished[k] > 0, jct[k].mean())):
         print(f"  {k:>15}  avg JCT {jct[k].mean():9,.0f} ± {ci95(jct[k]):7,.0f} s"
               + (f"  ({unfinished[k]} jobs unfinished)" if unfinished[k] else ""))
     met = jct["learned"].mean() <= bound * jct["optimus"].mean() and unfinished["learned"] == 0
     if scenario == "default":
-        met = met and jct["learned"].mean() < min(v.mean() for k, v in jct.items() if k != "learned")
+        met = met and jct["learned"].mean() < min(v.mean() for k, v in jct.items()
+                                                  if k not in ("learned", "fixed-8x8"))
     print(f"  learned / optimus = {jct['learned'].mean() / jct['optimus'].mean():.3f} "
           f"(per-seed {ratio.mean():.3f} ± {ci95(ratio):.3f}); target <= {bound}"
           + (" and below every baseline" if scenario == "default" else "")

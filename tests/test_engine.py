@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import baselines
 from dlclusterenv import Decision, Scheduler, make_sim
 
@@ -100,3 +101,19 @@ def test_jct_shaping_keeps_the_return_and_charges_a_jobs_size_when_chosen():
         _, r, *_ = env.step(env.action_space.n - 1)
         first[k] = r
     assert first[1] > first[0]
+
+
+def test_shaping_names_its_terms():
+    import gymnasium as gym
+
+    from dlclusterenv.config import ConfigError
+
+    kw = {"scenario": "tiny", "reward": {"traffic": 1.0, "jct": 1.0}}
+    assert gym.make("DLClusterPlace-v0", shaping=True, **kw).unwrapped.shaping == ("traffic", "jct")
+    assert gym.make("DLClusterPlace-v0", shaping=["traffic"], **kw).unwrapped.shaping == ("traffic",)
+    assert gym.make("DLClusterPlace-v0", **kw).unwrapped.shaping == ()
+    for bad, match in ((["makespan"], "has no potential"), ("jct", "expected true, false or a list")):
+        with pytest.raises(ConfigError, match=f"shaping: .*{match}"):
+            gym.make("DLClusterPlace-v0", shaping=bad, **kw)
+    with pytest.raises(ConfigError, match="not a term of the reward"):
+        gym.make("DLClusterPlace-v0", scenario="tiny", reward="traffic", shaping=["jct"])

@@ -32,6 +32,23 @@ def _palette(k: int) -> np.ndarray:
     return (64 + rng.integers(0, 192, 3)).astype(np.uint8)
 
 
+SHAPED = ("traffic", "jct")
+
+
+def _shaping_terms(shaping, weights: dict[str, float]) -> tuple[str, ...]:
+    """`shaping`: True (every shapeable term of the reward), False, or a list of terms."""
+    if isinstance(shaping, bool):
+        return tuple(k for k in SHAPED if k in weights) if shaping else ()
+    if isinstance(shaping, str) or not isinstance(shaping, (list, tuple)):
+        raise ConfigError(f"shaping: expected true, false or a list of {SHAPED}, got {shaping!r}")
+    for k in shaping:
+        if k not in SHAPED:
+            raise ConfigError(f"shaping: {k!r} has no potential; choose from {SHAPED}")
+        if k not in weights:
+            raise ConfigError(f"shaping: {k!r} is not a term of the reward {sorted(weights)}")
+    return tuple(shaping)
+
+
 class ClusterEnv(gym.Env):
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
@@ -46,7 +63,7 @@ class ClusterEnv(gym.Env):
         time_scale_s: float = 3600.0,
         invalid_penalty: float = 1.0,
         max_steps: int = 1_000_000,
-        shaping: bool = False,
+        shaping: bool | list[str] = False,
         render_mode: str | None = None,
     ):
         if config is not None:  # YAML whose keys are these keyword arguments
@@ -85,7 +102,7 @@ class ClusterEnv(gym.Env):
         self.time_scale_s = time_scale_s
         self.invalid_penalty = invalid_penalty
         self.max_steps = max_steps
-        self.shaping = bool(shaping)
+        self.shaping = _shaping_terms(shaping, weights)
         self.render_mode = render_mode
         self.observation_space = spaces.Dict(
             {
@@ -195,9 +212,9 @@ class ClusterEnv(gym.Env):
     # ------------------------------------------------------------------ reward
     def _totals(self) -> tuple[float, ...]:
         t = self.sim.totals
-        w, sim = self.reward_weights, self.sim
-        phi = -sim.projected_cross_node_bytes() if self.shaping and "traffic" in w else 0.0
-        phi_jct = -sim.projected_job_seconds() if self.shaping and "jct" in w else 0.0
+        sim = self.sim
+        phi = -sim.projected_cross_node_bytes() if "traffic" in self.shaping else 0.0
+        phi_jct = -sim.projected_job_seconds() if "jct" in self.shaping else 0.0
         return (t.job_seconds, sim.now, t.cross_node_bytes, t.gpu_busy_s, phi, phi_jct)
 
     def _reward(self) -> float:
@@ -208,7 +225,10 @@ class ClusterEnv(gym.Env):
         ICML'99; the episode return is unchanged, as Phi is 0 at both ends): for traffic, Phi =
         minus the cross-node GB the placed tasks will still move; for jct, Phi = minus the hours
         the running jobs still need at their current speeds. So a placement is charged its
-        traffic, and a job's size its time, when they are chosen, not hours later."""
+        traffic, and a job's size its time, when they are chosen, not hours later. The shaping
+        is undiscounted, exact for the episode return; under a discount it favours postponing a
+        charge, e.g. deferring a job's start under jct shaping (pending jobs are not in Phi), so
+        use jct shaping where jobs cannot be held back (work_conserving) or with gamma near 1."""
         now = self._totals()
         d = [b - a for a, b in zip(self._mark, now)]
         self._mark = now
