@@ -138,6 +138,11 @@ class BCSpec(_Strict):
     epochs: int = Field(ge=1)
     batch_size: int = Field(default=256, ge=1)
     learning_rate: float = Field(default=1e-3, gt=0)
+    env_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="env kwargs changed while recording the demonstrations, e.g. "
+                    "{work_conserving: false} so an all-or-nothing heuristic can be followed; "
+                    "the spaces must stay the training env's")
 
     @field_validator("heuristic")
     @classmethod

@@ -154,3 +154,19 @@ def test_bad_learned_specs_and_resume_arguments(tmp_path, capsys):
     assert main(["train", "--resume", str(tmp_path / "nothing")]) == 2
     assert main(["train", "--config", str(tmp_path / "config.yaml")]) == 2
     assert "needs --config FILE --out DIR" in capsys.readouterr().err
+
+
+def test_bc_env_kwargs_record_where_the_heuristic_can_be_followed(tmp_path):
+    """DLTAP cannot be followed on a work-conserving placement env, but its demonstrations from
+    the plain env (same spaces) warm-start RL on the work-conserving one."""
+    wc = {**BASE["env"]["kwargs"], "work_conserving": True}
+    cfg = {**BASE, "env": {"id": "DLClusterPlace-v0", "kwargs": wc}, "total_timesteps": 128,
+           "eval_every": 0, "bc": {"heuristic": "dltap", "episodes": 1, "epochs": 1}}
+    with pytest.raises(BCError, match="masked action"):
+        train(load_config(_write(tmp_path / "a.yaml", cfg)), tmp_path / "a", progress_bar=False)
+    cfg["bc"]["env_kwargs"] = {"work_conserving": False}
+    train(load_config(_write(tmp_path / "b.yaml", cfg)), tmp_path / "b", progress_bar=False)
+    assert json.loads((tmp_path / "b" / "run.json").read_text())["bc"]["states"] > 0
+    cfg["bc"]["env_kwargs"] = {"max_jobs": 3}
+    with pytest.raises(BCError, match="spaces"):
+        train(load_config(_write(tmp_path / "c.yaml", cfg)), tmp_path / "c", progress_bar=False)
