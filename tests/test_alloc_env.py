@@ -216,3 +216,18 @@ def test_consolidate_starts_a_big_job_on_the_emptiest_node_where_pack_splinters_
         layouts[placer.__name__] = set(workers)
     assert len(layouts["consolidate"]) == 1 and min(layouts["consolidate"]) >= 8
     assert len(layouts["pack"]) == 8  # best fit takes the crumbs first
+
+
+def test_shape_env_with_shaping_is_deterministic():
+    def rollout():
+        env = _shape_env(work_conserving=True, shaping=True, grow_running=False)
+        obs, _ = env.reset(seed=5)
+        rng = np.random.default_rng(5)
+        trace = []
+        while True:
+            obs, r, te, tr, _ = env.step(int(rng.choice(np.flatnonzero(env.unwrapped.action_masks()))))
+            trace.append((r, obs["jobs"].tobytes(), obs["nodes"].tobytes()))
+            if te or tr:
+                return trace
+
+    assert rollout() == rollout()
