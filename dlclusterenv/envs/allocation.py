@@ -209,22 +209,37 @@ class AllocationEnv(_ProposalEnv):
         d = job.model.ps if role == "ps" else job.model.worker
         return self.placer(self.cluster, self._cap, d, placed)
 
-    def _grow(self, slot: int, p: int, w: int) -> bool:
-        """Add the tasks that take slot's job to (p, w), workers first; all or nothing."""
+    def _grow(self, slot: int, p: int, w: int) -> list[tuple[str, int]] | None:
+        """Add the tasks that take slot's job to (p, w), workers first; all or nothing: the
+        (role, node) added, or None with nothing added."""
         job = self.slots()[slot]
         p0, w0 = self._proposed(job)
         done: list[tuple[str, int]] = []
-        for role, k in (("worker", w - w0), ("ps", p - p0)):
-            for _ in range(k):
-                n = self._pick(slot, role)
-                if n < 0:
-                    for r, m in reversed(done):
-                        self._cap.take(m, job.model.ps if r == "ps" else job.model.worker, -1)
-                        self._added[job.job_id][r].pop()
-                    return False
-                self._add(slot, role, n)
-                done.append((role, n))
+        if self._add_n(slot, "worker", w - w0, done) and self._add_n(slot, "ps", p - p0, done):
+            return done
+        self._ungrow(job, done)
+        return None
+
+    def _add_n(self, slot: int, role: str, k: int, done: list[tuple[str, int]]) -> bool:
+        """Add k tasks of a role where the placer puts them, appending each to `done`; False at
+        the first that fits nowhere (those before it stay added)."""
+        for _ in range(k):
+            n = self._pick(slot, role)
+            if n < 0:
+                return False
+            self._add(slot, role, n)
+            done.append((role, n))
         return True
+
+    def _ungrow(self, job, done: list[tuple[str, int]]) -> None:
+        """Take back what _grow added, leaving the round's state as it was before."""
+        if not done:
+            return
+        add = self._added[job.job_id]
+        for role, _ in reversed(done):
+            self._cap.take(add[role].pop(), job.model.ps if role == "ps" else job.model.worker, -1)
+        if not add["ps"] and not add["worker"]:
+            del self._added[job.job_id]
 
     def _do(self, a: int) -> None:
         if not self.shapes:
@@ -236,28 +251,43 @@ class AllocationEnv(_ProposalEnv):
         self._shaped.add(self.slots()[slot].job_id)
 
     def _shape_fits(self) -> np.ndarray:
-        """(slots, shapes): the shape actions that would succeed now. Each is tried on the
-        round's capacity and undone, so the mask is exactly what _do will manage."""
+        """(slots, shapes): the shape actions that would succeed now (computed at every step).
+        Jobs of one model with the same proposal and nodes get the same placements, so they
+        share a probe."""
         slots = self.slots()
         ok = np.zeros((len(slots), self.per_job), dtype=bool)
+        probed: dict[tuple, np.ndarray] = {}
         for i, job in enumerate(slots):
             if job.job_id in self._shaped or (not self.grow_running and job.status == "running"):
                 continue
-            p0, w0 = self._proposed(job)
-            added = self._added.get(job.job_id, {"ps": [], "worker": []})
-            n0 = (len(added["ps"]), len(added["worker"]))
-            for k, (p, w) in enumerate(self.shapes):
-                if p < p0 or w < w0 or (p, w) == (p0, w0) or not self._grow(i, p, w):
-                    continue
-                ok[i, k] = True
-                add = self._added[job.job_id]
-                for role, keep in (("ps", n0[0]), ("worker", n0[1])):
-                    d = job.model.ps if role == "ps" else job.model.worker
-                    while len(add[role]) > keep:
-                        self._cap.take(add[role].pop(), d, -1)
-            if not any(added.values()):
-                self._added.pop(job.job_id, None)
+            add = self._added.get(job.job_id, {"ps": [], "worker": []})
+            placed = tuple(t.node for t in job.tasks.values() if t.node >= 0)
+            key = (id(job.model), self._proposed(job), placed, tuple(add["worker"]), tuple(add["ps"]))
+            if key not in probed:
+                probed[key] = self._probe(i, job)
+            ok[i] = probed[key]
         return ok
+
+    def _probe(self, slot: int, job) -> np.ndarray:
+        """Which shapes slot's job can grow to, tried on the round's capacity and undone, so the
+        mask is exactly what _grow will manage. _grow places workers first, so the first w
+        workers land alike for every shape with w or more, and the first p PS alike for every
+        shape with p or more and the same w: growing one task at a time through the shapes in
+        order places far fewer tasks than growing each shape afresh."""
+        p0, w0 = self._proposed(job)
+        row = np.zeros(self.per_job, dtype=bool)
+        workers: list[tuple[str, int]] = []
+        for w in sorted({w for _, w in self.shapes if w >= w0}):
+            if not self._add_n(slot, "worker", w - w0 - len(workers), workers):
+                break
+            ps: list[tuple[str, int]] = []
+            for p in sorted({p for p, ww in self.shapes if ww == w and p >= p0}):
+                if not self._add_n(slot, "ps", p - p0 - len(ps), ps):
+                    break
+                row[self.shapes.index((p, w))] = (p, w) != (p0, w0)
+            self._ungrow(job, ps)
+        self._ungrow(job, workers)
+        return row
 
     def _compute_masks(self) -> np.ndarray:
         mask = np.zeros(self.action_space.n, dtype=bool)
