@@ -88,15 +88,10 @@ class SchedulerAdapter:
     def _proposal_plan(self, env: _ProposalEnv, d: Decision) -> list[int]:
         """The env actions that rebuild the decision's final state: releases first, then adds."""
         sim = env.sim
-        slots = {j.job_id: i for i, j in enumerate(env.slots())}
         joint = isinstance(env, JointEnv)
         jobs = {tid.rpartition("/")[0] for tid in d.place} | set(d.allocate) | set(d.preempt)
         releases, adds = [], []
-        for jid in sorted(jobs, key=lambda j: slots.get(j, 1 << 30)):
-            job = sim.job(jid)
-            if jid not in slots:
-                raise AdapterError(f"job {jid!r} is not in the env's {env.max_jobs} visible slots")
-            slot = slots[jid]
+        for jid, job, slot in _in_slot_order(env, jobs):
             if jid in d.preempt:
                 if not joint:
                     raise AdapterError(f"DLClusterAlloc cannot preempt job {jid!r}")
@@ -202,6 +197,17 @@ class SchedulerAdapter:
         return self.env.sim.metrics()
 
 
+def _in_slot_order(env, jobs: set[str]):
+    """(job id, job, slot) for the jobs a decision touches, in slot order; AdapterError for a job
+    outside the env's visible slots."""
+    slots = {j.job_id: i for i, j in enumerate(env.slots())}
+    for jid in sorted(jobs, key=lambda j: slots.get(j, 1 << 30)):
+        job = env.sim.job(jid)
+        if jid not in slots:
+            raise AdapterError(f"job {jid!r} is not in the env's {env.max_jobs} visible slots")
+        yield jid, job, slots[jid]
+
+
 # --------------------------------------------------------------------------- DLClusterShare
 def _limit_digits(tid: str, value: object) -> list[int]:
     """Base-4096 digits d1..dk with value = sum d_i / 4096^i exactly (d1 = 4096 for 1.0)."""
@@ -272,7 +278,6 @@ def _share_plan(env: ShareEnv, d: Decision) -> list:
     packing, additions (a released job's in index order, so the i-th added is task i), GPUs
     entering packing, then CPU limits."""
     sim, c = env.sim, env.cluster
-    slots = {j.job_id: i for i, j in enumerate(env.slots())}
     moved, move_order = _final_positions(sim, d)
     rank = {tid: i for i, tid in enumerate(move_order)}
     jobs = {tid.rpartition("/")[0] for tid in list(d.place) + list(d.cpu_limits)}
@@ -280,11 +285,7 @@ def _share_plan(env: ShareEnv, d: Decision) -> list:
     releases: list[int] = []
     adds: list[tuple[int, int, int, str, int]] = []  # (order key, serial, action, task, GPU)
     shapes: dict[str, tuple[int, int]] = {}  # running after the decision: (p, w)
-    for jid in sorted(jobs, key=lambda j: slots.get(j, 1 << 30)):
-        job = sim.job(jid)
-        if jid not in slots:
-            raise AdapterError(f"job {jid!r} is not in the env's {env.max_jobs} visible slots")
-        slot = slots[jid]
+    for jid, job, slot in _in_slot_order(env, jobs):
         if jid in d.preempt:
             releases.append(env.encode_release(slot))
             continue
@@ -346,7 +347,7 @@ def _share_plan(env: ShareEnv, d: Decision) -> list:
         index = int(name[2:]) if name.startswith("ps") else p + int(name[1:])
         if index >= env.max_tasks:
             raise AdapterError(f"cpu_limits[{tid!r}]: task {index} is past the env's max_tasks={env.max_tasks}")
-        limits.append(env.encode_limit(slots[jid], index))
+        limits.append(env.encode_limit(env.slots().index(job), index))
         limits += [env.encode_digit(x) for x in _limit_digits(tid, value)]
     return (
         releases

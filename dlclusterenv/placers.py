@@ -76,17 +76,20 @@ def spread(cluster: Cluster, cap: Capacity, d: Demand, job_nodes: list[int]) -> 
     return int(ok[np.argmin(cap.load(cluster)[ok])])
 
 
+def _stay(ok: np.ndarray, job_nodes: list[int]) -> int:
+    """The latest of the job's nodes among the fitting nodes `ok`; -1 if none."""
+    fit = set(ok.tolist())
+    return next((n for n in reversed(job_nodes) if n in fit), -1)
+
+
 def pack(cluster: Cluster, cap: Capacity, d: Demand, job_nodes: list[int]) -> int:
     """Keep a job on few nodes: the latest node of this job that still fits, else the fullest
     node that fits (best fit). -1 if none fits."""
     ok = np.flatnonzero(cap.fits(d))
     if len(ok) == 0:
         return -1
-    fit = set(ok.tolist())
-    for n in reversed(job_nodes):
-        if n in fit:
-            return n
-    return int(ok[np.argmax(cap.load(cluster)[ok])])
+    n = _stay(ok, job_nodes)
+    return n if n >= 0 else int(ok[np.argmax(cap.load(cluster)[ok])])
 
 
 def consolidate(cluster: Cluster, cap: Capacity, d: Demand, job_nodes: list[int]) -> int:
@@ -98,12 +101,8 @@ def consolidate(cluster: Cluster, cap: Capacity, d: Demand, job_nodes: list[int]
     ok = np.flatnonzero(cap.fits(d))
     if len(ok) == 0:
         return -1
-    fit = set(ok.tolist())
-    for n in reversed(job_nodes):
-        if n in fit:
-            return n
-    free = cap.gpu[ok] if d.gpu > 0 else cap.cpu[ok]
-    return int(ok[np.argmax(free)])
+    n = _stay(ok, job_nodes)
+    return n if n >= 0 else int(ok[np.argmax(cap.gpu[ok] if d.gpu > 0 else cap.cpu[ok])])
 
 
 PLACERS = {"spread": spread, "pack": pack, "consolidate": consolidate}

@@ -211,8 +211,8 @@ class ClusterEnv(gym.Env):
 
     # ------------------------------------------------------------------ reward
     def _totals(self) -> tuple[float, ...]:
-        t = self.sim.totals
         sim = self.sim
+        t = sim.totals
         phi = -sim.projected_cross_node_bytes() if "traffic" in self.shaping else 0.0
         phi_jct = -sim.projected_job_seconds() if "jct" in self.shaping else 0.0
         return (t.job_seconds, sim.now, t.cross_node_bytes, t.gpu_busy_s, phi, phi_jct)
