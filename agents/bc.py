@@ -145,11 +145,12 @@ def warm_start(model, cfg, logger) -> dict:
 
     spec = cfg.bc
     kwargs = {**cfg.env.kwargs, **spec.env_kwargs}
-    probe = gym.make(cfg.env.id, **kwargs)
-    if (probe.observation_space, probe.action_space) != (model.observation_space, model.action_space):
-        raise BCError(f"bc.env_kwargs {spec.env_kwargs} change the env's spaces; the demonstrations "
-                      "would not fit the policy")
-    probe.close()
+    if spec.env_kwargs:
+        probe = gym.make(cfg.env.id, **kwargs)
+        if (probe.observation_space, probe.action_space) != (model.observation_space, model.action_space):
+            raise BCError(f"bc.env_kwargs {spec.env_kwargs} change the env's spaces; the "
+                          "demonstrations would not fit the policy")
+        probe.close()
     demos = collect(cfg.env.id, kwargs, spec.heuristic, [cfg.seed + i for i in range(spec.episodes)])
     tb = next(f.writer for f in logger.output_formats if isinstance(f, TensorBoardOutputFormat))
 

@@ -20,9 +20,10 @@ per-job embeddings plus a pooled context:
 
 `EntityScorer` is an SB3 features extractor that puts one of three heads on the encoder, matching
 the action layouts of dlclusterenv/envs: `place` (a logit per node + defer), `alloc` (+PS and
-+worker logits per job slot, or one per shape with the env's `shapes=`, + end of round) and `joint` (a pairwise job x node scorer for +PS and
-+worker, a release logit per job slot, end of round). Its output is [action logits, pooled
-context]; agents.policies splits the two between the actor and the critic.
++worker logits per job slot, or one per shape with the env's `shapes=`, + end of round) and
+`joint` (a pairwise job x node scorer for +PS and +worker, a release logit per job slot, end of
+round). Its output is [action logits, pooled context]; agents.policies splits the two between the
+actor and the critic.
 """
 
 from __future__ import annotations

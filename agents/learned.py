@@ -7,14 +7,14 @@ the two doors agree), so `run_learned` returns the Metrics a baseline run return
 leaderboard and CSVs. The policy acts deterministically; a maskable one only among valid actions.
 
 Another scenario than the training one: if its cluster has more nodes than the config's
-`max_nodes`, the env is sized to the cluster, and `max_jobs` grows with the node count; if the observation or action space then differs from
-the model's, the weights are moved onto the new spaces with `agents.policies.transfer`, which only
-size-agnostic policies (EntityPolicy subclasses) allow; any other model gets a ConfigError.
+`max_nodes`, the env is sized to the cluster, and `max_jobs` grows with the node count; if the
+observation or action space then differs from the model's, the weights are moved onto the new
+spaces with `agents.policies.transfer`, which only size-agnostic policies (EntityPolicy
+subclasses) allow; any other model gets a ConfigError.
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 from pathlib import Path
 
@@ -22,7 +22,7 @@ import gymnasium as gym
 
 from dlclusterenv import make_sim
 from dlclusterenv.config import ConfigError
-from dlclusterenv.envs import ClusterEnv
+from dlclusterenv.envs.core import MAX_JOBS
 from dlclusterenv.metrics import Metrics
 from dlclusterenv.workload import build
 
@@ -63,14 +63,13 @@ def env_for(cfg: TrainConfig, scenario: str | None) -> gym.Env:
     Optimus' avg JCT, with 32 about 0.6x)."""
     kw = dict(cfg.env.kwargs)
     train_nodes = build(kw.get("scenario", "default"), 0)[1].n_nodes
+    nodes = train_nodes if scenario is None else build(scenario, 0)[1].n_nodes
     if scenario is not None:
         kw["scenario"] = scenario
-    nodes = build(kw.get("scenario", "default"), 0)[1].n_nodes
     if kw.get("max_nodes"):
         kw["max_nodes"] = max(kw["max_nodes"], nodes)
     if nodes > train_nodes:
-        default = inspect.signature(ClusterEnv.__init__).parameters["max_jobs"].default
-        kw["max_jobs"] = math.ceil(kw.get("max_jobs", default) * nodes / train_nodes)
+        kw["max_jobs"] = math.ceil(kw.get("max_jobs", MAX_JOBS) * nodes / train_nodes)
     return gym.make(cfg.env.id, **kw)
 
 

@@ -33,6 +33,7 @@ def _palette(k: int) -> np.ndarray:
 
 
 SHAPED = ("traffic", "jct")
+MAX_JOBS = 16  # default job window (max_jobs)
 
 
 def _shaping_terms(shaping, weights: dict[str, float]) -> tuple[str, ...]:
@@ -58,7 +59,7 @@ class ClusterEnv(gym.Env):
         *,
         config: str | None = None,
         max_nodes: int | None = None,
-        max_jobs: int = 16,
+        max_jobs: int = MAX_JOBS,
         reward: str | dict[str, float] = "jct",
         time_scale_s: float = 3600.0,
         invalid_penalty: float = 1.0,
