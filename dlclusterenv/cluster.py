@@ -35,6 +35,7 @@ class Cluster:
     gpu_memory: np.ndarray  # GB per GPU, per node
     nic: np.ndarray  # bytes/s per direction
     uplink: np.ndarray  # bytes/s per direction, per rack
+    intra: np.ndarray  # bytes/s of each node's host path (inf: not modelled)
     gpu_node: np.ndarray  # node index per global GPU
     gpu_slot: np.ndarray  # local index per global GPU
     gpu_base: np.ndarray  # first global GPU index per node
@@ -121,6 +122,7 @@ def build_cluster(spec: str | ClusterConfig) -> Cluster:
         gpu_memory=_frozen(np.array([t.gpu_memory_gb for t in nt], dtype=float)),
         nic=_frozen(np.array([t.nic_MBps * MB for t in nt], dtype=float)),
         uplink=_frozen(np.array(uplinks, dtype=float)),
+        intra=_frozen(np.array([t.intra_MBps * MB if t.intra_MBps > 0 else np.inf for t in nt])),
         gpu_node=_frozen(gpu_node),
         gpu_slot=_frozen(gpu_slot),
         gpu_base=_frozen(gpu_base),

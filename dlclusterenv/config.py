@@ -33,6 +33,27 @@ class NodeType(_Strict):
     gpu_memory_gb: float = Field(default=0.0, ge=0)
     gpu_model: str = "none"
     nic_MBps: float = Field(gt=0, description="NIC bandwidth per direction, MB/s")
+    intra_MBps: float = Field(
+        default=0.0,
+        ge=0,
+        description="host path inside the node (PCIe root / NVLink) that every GPU transfer crosses,"
+        " shared by the node's GPUs, MB/s; 0 = not modelled (free)",
+    )
+
+
+class Network(_Strict):
+    """What the wire gives a job beyond the NIC's line rate (speed.py, comm.py); fitted by
+    `dlcluster fidelity` on measured step times where the config says so."""
+
+    conn_MBps: float = Field(
+        default=0.0,
+        ge=0,
+        description="most one node-pair connection of a job carries, MB/s (TCP flows are capped"
+        " below the NIC's line rate); 0 = uncapped",
+    )
+    latency_s: float = Field(
+        default=0.0, ge=0, description="per-message latency of one all-reduce step across nodes (alpha)"
+    )
 
 
 class NodeGroup(_Strict):
@@ -82,6 +103,7 @@ class ClusterConfig(_Strict):
     node_types: dict[str, NodeType] = Field(min_length=1)
     racks: list[RackGroup] = Field(min_length=1)
     overheads: Overheads = Overheads()
+    network: Network = Network()
 
     @model_validator(mode="after")
     def _types_exist(self) -> "ClusterConfig":
@@ -103,6 +125,7 @@ class NodeListSpec(_Strict):
     format: Literal["alibaba_csv"] = "alibaba_csv"
     nodes_per_rack: int = Field(ge=1)
     nic_MBps: float = Field(gt=0, description="NIC bandwidth per direction, MB/s")
+    intra_MBps: float = Field(default=0.0, ge=0, description="host path inside a node, MB/s (NodeType)")
     uplink_MBps: float = Field(gt=0, description="rack uplink bandwidth per direction, MB/s")
     gpu_memory_gb: dict[str, Annotated[float, Field(ge=0)]] = Field(
         default_factory=dict, description="GPU model -> GB, for models the loader does not know"
@@ -117,6 +140,7 @@ class NodeListCluster(_Strict):
     source: str = Field(min_length=1, description="where the numbers come from")
     node_list: NodeListSpec
     overheads: Overheads = Overheads()
+    network: Network = Network()
 
 
 # ----------------------------------------------------------------------------- model zoo
@@ -148,19 +172,39 @@ class ModelSpec(_Strict):
     param_bytes: float = Field(gt=0)
     step_compute_s: float = Field(
         gt=0,
-        description="sync: one worker computing the whole global batch; async: one worker batch",
+        description="one worker's step on its local batch, alone on its device (weak scaling:"
+        " a job of w workers processes w local batches per step)",
     )
     step_overhead_s: float = Field(default=0.0, ge=0, description="fixed per-step cost (t1)")
     ps_update_s: float = Field(
         default=0.0, ge=0, description="PS time to apply one worker's full gradient"
     )
     compute_on: Literal["gpu", "cpu"] = "gpu"
+    comm: Literal["ps", "allreduce"] = Field(
+        default="ps", description="parameter servers (the seeds) or all-reduce among workers (traces)"
+    )
+    allreduce: Literal["ring", "hierarchical"] = Field(
+        default="ring", description="all-reduce algorithm: one ring over all GPUs, or in-node then across"
+    )
+    overlap: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="fraction of the compute (the backward pass) that communication can hide behind",
+    )
+    overlap_max: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="largest fraction of the communication that can be hidden (the last gradient"
+        " bucket is synchronised after backward)",
+    )
     cpu_max: float | None = Field(
         default=None, gt=0, description="cores a worker can use (work-conserving); default = demand"
     )
-    input_bytes_per_step: float = Field(default=0.0, ge=0, description="global batch input bytes")
+    input_bytes_per_step: float = Field(default=0.0, ge=0, description="input bytes of one local batch")
     dataset_bytes: float = Field(default=0.0, ge=0, description="input data set size (shards)")
-    steps_per_epoch: int = Field(ge=1)
+    steps_per_epoch: int = Field(ge=1, description="local batches per epoch (samples / local batch)")
     sync: bool = True
     ps: Demand
     worker: Demand
@@ -177,6 +221,8 @@ class ModelSpec(_Strict):
             raise ValueError("compute_on is 'gpu' but worker.gpu is not 1")
         if self.compute_on == "cpu" and self.worker.gpu != 0:
             raise ValueError("compute_on is 'cpu' but worker.gpu is not 0")
+        if self.comm == "allreduce" and not self.sync:
+            raise ValueError("comm is 'allreduce' but sync is false (all-reduce is synchronous)")
         return self
 
 

@@ -1,4 +1,4 @@
-"""PS/worker training jobs: what a job is (JobSpec), its hidden truth, and what a cluster shows of it.
+"""Data-parallel training jobs (PS/worker or all-reduce): what a job is (JobSpec), its hidden truth, and what a cluster shows of it.
 
 The engine knows each job's true loss curve and hence the step at which it converges; schedulers see
 only noisy loss points at epoch boundaries and the speeds measured for (p, w) configurations that
@@ -31,6 +31,7 @@ class JobSpec:
     user: str = "default"
     weight: float = 1.0
     synthetic: tuple[str, ...] = ()  # which fields a trace replay had to invent
+    comm: str | None = None  # "ps" | "allreduce": overrides the model's communication pattern
 
 
 def _improvement(spec: ModelSpec, k: int) -> float:
@@ -123,7 +124,13 @@ class Job:
 
     @property
     def total_steps(self) -> int:
+        """Local batches to train (weak scaling: a sync step of w workers does w of them)."""
         return self.total_epochs * self.model.steps_per_epoch
+
+    @property
+    def uses_ps(self) -> bool:
+        """PS jobs need at least one PS; all-reduce jobs have workers only."""
+        return (self.spec.comm or self.model.comm) == "ps"
 
     @property
     def epochs_done(self) -> int:
@@ -142,7 +149,9 @@ class Job:
         return self._workers
 
     def fully_placed(self) -> bool:
-        return self.num_ps >= 1 and self.num_workers >= 1 and self.n_placed == len(self.tasks)
+        return (self.num_ps >= 1 or not self.uses_ps) and self.num_workers >= 1 and (
+            self.n_placed == len(self.tasks)
+        )
 
     def resize(self, num_ps: int, num_workers: int) -> None:
         """Set (p, w): new tasks start unplaced; removed tasks are the highest-numbered."""

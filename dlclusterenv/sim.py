@@ -21,7 +21,8 @@ from .cluster import Cluster
 from .config import ModelZoo
 from .jobs import DONE, PENDING, RUNNING, Job, JobSpec, Task, convergence_epoch, stop_delta
 from .metrics import Metrics, summarize
-from .speed import PackingModel, Rates, compute_rates, job_comm, link_capacity
+from .comm import link_capacity, pattern
+from .speed import PackingModel, Rates, compute_rates
 
 EPS = 1e-9
 # Packing slowdown fitted to Gavel's co-location throughputs (stanford-futuredata/gavel @c4fa400,
@@ -232,8 +233,12 @@ class Simulator:
                 p, w = (int(x) for x in pw)
             except (TypeError, ValueError):
                 raise DecisionError(f"allocate[{jid!r}]: expected (num_ps, num_workers), got {pw!r}")
-            if p < 1 or w < 1:
+            if self.jobs[jid].uses_ps and (p < 1 or w < 1):
                 raise DecisionError(f"allocate[{jid!r}]: needs at least 1 PS and 1 worker, got {pw!r}")
+            if not self.jobs[jid].uses_ps and (p != 0 or w < 1):
+                raise DecisionError(
+                    f"allocate[{jid!r}]: an all-reduce job has no PS and at least 1 worker, got {pw!r}"
+                )
             alloc[jid] = (p, w)
         preempted = {j.job_id for j in preempt}
         # -- placed tasks that leave their node: all of a preempted job's, those a shrink removes
@@ -645,9 +650,10 @@ class Simulator:
                 ps = np.array([t.node for t in job.ps_tasks() if t.node >= 0], dtype=np.int64)
                 ws = np.array([t.node for t in job.worker_tasks() if t.node >= 0], dtype=np.int64)
                 job.proj = 0.0
-                if len(ps) and len(ws):
-                    per_step = 1.0 if job.model.sync else 1.0 / job.num_workers
-                    job.proj = job_comm(self.cluster, job, ps, ws).cross_node * per_step
+                if len(ws) and (len(ps) or not job.uses_ps):
+                    plan = pattern(job.model, job.spec.comm).plan
+                    comm = plan(self.cluster, job.model, job.spec.shard_nodes, ps, ws)
+                    job.proj = comm.cross_node / job.num_workers  # per local batch
             total += job.proj * (job.total_steps - job.steps_done)
         return total
 

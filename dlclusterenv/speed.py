@@ -1,22 +1,20 @@
 """Speed from placement: the network, CPU and GPU model that turns a placement into steps/s.
 
-Per step every worker exchanges `param_bytes / p` with each of its job's p PS, both ways (Optimus
-§3, DLTAP §3). Bytes between tasks on one node stay on the node; all others cross both nodes' NICs
-and, between racks, both racks' uplinks. Links are full duplex; each direction of each link is
-shared equally by every flow that crosses it, from all jobs (a flow = one worker-PS pair or one
-remote input read, per direction). A job's time on a link is its bytes there divided by its flows'
-share of the capacity; its communication time is that of its busiest link, or of its slowest capped
-task (a task's `bw_MBps` is a per-container limit, which is what makes Optimus Fig. 10's per-task
-transfer units matter). Input reads go from the shard's node to the worker over the same links
-(D²S Eq. 1).
+Traffic: a job's communication pattern (comm.py: parameter servers, ring or hierarchical
+all-reduce) puts bytes and flows on one shared link vector: NICs, rack uplinks and each node's host
+path. Bytes between tasks on one node stay off the NICs but GPU transfers still cross the host path.
+Links are full duplex; each direction of each link is shared equally by every flow that crosses
+it, from all jobs, whatever their pattern. A job's network time is its busiest NIC or uplink, or
+its slowest capped connection or task (a task's `bw_MBps` is a per-container limit, Optimus Fig.
+10); its host-path time adds to it (socket transports stage GPU data through host memory); each
+sequential all-reduce message adds `network.latency_s` (an alpha-beta cost). Input reads go from
+the shard's node to the worker over the same links (D²S Eq. 1).
 
-Step time, sync: max over workers of compute (the global batch split over w workers, slowed by the
-worker's CPU or GPU share) + fixed overhead + PS update (w/p gradients per PS) + communication +
-a fixed RPC cost per worker-PS round trip, rpc_s x (p + w) (a worker talks to p PS, a PS serves w
-workers).
-Async: each worker runs its own loop of compute + overhead + update + communication, and the job's
-speed is the sum of its workers' rates. These give the shape of Optimus' fitted models
-f(p,w) = 1/(t0 M/w + t1 + t2 w/p + t3 w + t4 p) without the engine ever evaluating that formula.
+Step time (weak scaling: every worker computes its own local batch, as every measured source
+reports it): sync = slowest worker's compute (slowed by its CPU or GPU share) + fixed overhead +
+RPC cost rpc_s x (p + w) for PS jobs + X - min(overlap x compute, overlap_max x X), where X is the
+communication plus the PS update (w/p gradients per PS); async: each worker runs that loop on its
+own, and the job's speed is the sum of its workers' rates. Speeds are local batches per second.
 
 CPU: the tasks on a node share its cores by max-min fairness over what each can use (equal shares,
 "NA" in FlowCon); a scheduler's soft limits cap a task only while others want the cores
@@ -34,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cluster import Cluster
+from .comm import Comm, intra_base, link_capacity, n_links, pattern
 from .config import Overheads
 from .jobs import Job
 
@@ -44,11 +43,6 @@ class PackingModel:
 
     eps: float
     gamma: float
-
-
-def link_capacity(cluster: Cluster) -> np.ndarray:
-    """Capacities of [NIC out (N), NIC in (N), uplink out (R), uplink in (R)] in bytes/s."""
-    return np.concatenate([cluster.nic, cluster.nic, cluster.uplink, cluster.uplink])
 
 
 def waterfill(capacity: float, caps: np.ndarray) -> np.ndarray:
@@ -104,76 +98,6 @@ def cpu_contention(
 
 
 @dataclass
-class _Comm:
-    links: np.ndarray  # link indices
-    nbytes: np.ndarray  # bytes per step on each entry
-    flows: np.ndarray  # flow count on each entry
-    task_time: float  # slowest capped task's transfer time per step
-    cross_node: float  # bytes per step crossing NICs (both directions)
-    cross_rack: float
-
-
-def job_comm(cluster: Cluster, job: Job, ps_nodes: np.ndarray, w_nodes: np.ndarray) -> _Comm:
-    """Bytes and flows per link per step for one job's placement."""
-    n, r = cluster.n_nodes, cluster.n_racks
-    rack = cluster.node_rack
-    m = job.model
-    p, w = len(ps_nodes), len(w_nodes)
-    b = m.param_bytes / p
-    keys = (w_nodes[:, None] * n + ps_nodes[None, :]).ravel()
-    keys = keys[(w_nodes[:, None] != ps_nodes[None, :]).ravel()]
-    uk, cnt = np.unique(keys, return_counts=True)
-    u, v = uk // n, uk % n
-    cnt = cnt.astype(float)
-    # exchange pairs: both directions between u and v
-    links = [u, n + v, v, n + u]
-    nbytes = [cnt * b] * 4
-    flows = [cnt] * 4
-    xr = rack[u] != rack[v]
-    ru, rv, cx = rack[u][xr], rack[v][xr], cnt[xr]
-    links += [2 * n + ru, 2 * n + r + rv, 2 * n + rv, 2 * n + r + ru]
-    nbytes += [cx * b] * 4
-    flows += [cx] * 4
-    cross_node = 2.0 * cnt.sum() * b
-    cross_rack = 2.0 * cx.sum() * b
-    # remote input reads: shard node -> worker node
-    read = 0.0
-    remote_read = np.zeros(w, dtype=bool)
-    if m.input_bytes_per_step > 0 and job.spec.shard_nodes:
-        read = m.input_bytes_per_step / (w if m.sync else 1)
-        shards = np.asarray(job.spec.shard_nodes)[np.arange(w) % len(job.spec.shard_nodes)]
-        remote_read = shards != w_nodes
-        s, d = shards[remote_read], w_nodes[remote_read]
-        one = np.ones(len(s))
-        links += [s, n + d]
-        nbytes += [one * read] * 2
-        flows += [one] * 2
-        rx = rack[s] != rack[d]
-        links += [2 * n + rack[s][rx], 2 * n + r + rack[d][rx]]
-        nbytes += [one[rx] * read] * 2
-        flows += [one[rx]] * 2
-        cross_node += read * len(s)
-        cross_rack += read * int(rx.sum())
-    # per-task bandwidth caps (container traffic limits)
-    task_time = 0.0
-    if m.worker.bw_MBps > 0:
-        remote_ps = (w_nodes[:, None] != ps_nodes[None, :]).sum(axis=1)
-        per_worker = remote_ps * b + remote_read * read
-        task_time = max(task_time, float(per_worker.max()) / (m.worker.bw_MBps * 1e6))
-    if m.ps.bw_MBps > 0:
-        remote_w = (ps_nodes[:, None] != w_nodes[None, :]).sum(axis=1)
-        task_time = max(task_time, float(remote_w.max()) * b / (m.ps.bw_MBps * 1e6))
-    return _Comm(
-        np.concatenate(links).astype(np.int64),
-        np.concatenate(nbytes),
-        np.concatenate(flows),
-        task_time,
-        cross_node,
-        cross_rack,
-    )
-
-
-@dataclass
 class JobPlan:
     """What a job's speed depends on besides its neighbours, cached on the job until one of its
     tasks moves or its limits change (Simulator invalidates `job.plan`)."""
@@ -185,7 +109,7 @@ class JobPlan:
     ps_ratio_ref: float  # PS cores reserved (0: never CPU-limited)
     w_gpu: np.ndarray  # GPU per worker, -1 for CPU-bound workers
     w_ref: float  # cores a CPU-bound worker's step time is measured at
-    comm: _Comm
+    comm: Comm
 
 
 def job_plan(cluster: Cluster, job: Job) -> JobPlan:
@@ -203,7 +127,7 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
             ps_ratio_ref=m.ps.cpu,
             w_gpu=np.array([t.gpu if m.compute_on == "gpu" else -1 for t in ws], dtype=np.int64),
             w_ref=(m.cpu_max or m.worker.cpu) if m.compute_on == "cpu" else 0.0,
-            comm=job_comm(cluster, job, ps_nodes, w_nodes),
+            comm=pattern(m, job.spec.comm).plan(cluster, m, job.spec.shard_nodes, ps_nodes, w_nodes),
         )
     return job.plan
 
@@ -240,11 +164,13 @@ def compute_rates(
     overheads: Overheads,
     packing: PackingModel,
 ) -> Rates:
-    """Steps/s of every job in `jobs` (all fully placed and not paused), vectorised over jobs."""
-    n, n_links = cluster.n_nodes, 2 * cluster.n_nodes + 2 * cluster.n_racks
+    """Speed of every job in `jobs` (all fully placed and not paused), vectorised over jobs, in
+    local batches per second: a sync job of w workers does w per step, an async one the sum of its
+    workers' rates. `Job.total_steps` counts local batches, so an epoch takes fewer steps as w grows."""
+    n, n_link = cluster.n_nodes, n_links(cluster)
     cap = link_capacity(cluster)
     if not jobs:
-        return Rates({}, {}, {}, np.zeros(n_links), np.zeros(n), np.zeros(cluster.n_gpus, bool), [], np.zeros(0))
+        return Rates({}, {}, {}, np.zeros(n_link), np.zeros(n), np.zeros(cluster.n_gpus, bool), [], np.zeros(0))
     plans = [job_plan(cluster, j) for j in jobs]
     n_jobs = len(jobs)
     # ---- CPU: max-min fair shares with soft limits, only contended nodes need water-filling
@@ -269,11 +195,13 @@ def compute_rates(
     overhead = np.array([x.step_overhead_s for x in m])
     update = np.array([x.ps_update_s for x in m])
     ps_ref = np.array([p.ps_ratio_ref for p in plans])
-    # PS factor: the most CPU-starved PS of the job
+    # PS factor: the most CPU-starved PS of the job (1 for all-reduce jobs, which have none)
     ps_idx = np.concatenate([np.arange(o, o + k) for o, k in zip(t_off, n_ps)])
     ps_job = np.repeat(np.arange(n_jobs), n_ps)
     ratio = np.where(ps_ref[ps_job] > 0, np.minimum(1.0, eff[ps_idx] / np.maximum(ps_ref[ps_job], 1e-300)), 1.0)
-    ps_f = np.maximum(np.minimum.reduceat(ratio, np.concatenate([[0], np.cumsum(n_ps)[:-1]])), 1e-9)
+    ps_f = np.ones(n_jobs)
+    np.minimum.at(ps_f, ps_job, ratio)
+    ps_f = np.maximum(ps_f, 1e-9)
     # worker factors: GPU share (alone / time-sliced / packed) or CPU cores over the reference
     w_job = np.repeat(np.arange(n_jobs), n_w)
     w_idx = np.concatenate([np.arange(o + k, o + k + w) for o, k, w in zip(t_off, n_ps, n_w)])
@@ -295,29 +223,45 @@ def compute_rates(
     w_ref = np.array([p.w_ref for p in plans])[w_job]
     f_cpu = np.where(w_ref > 0, eff[w_idx] / np.where(w_ref > 0, w_ref, 1.0), 1.0)
     f = np.maximum(np.where(on_gpu, f_gpu, f_cpu), 1e-9)
-    # ---- network: bytes and flows per (job, link); each link direction shared equally per flow
-    links = np.concatenate([p.comm.links + i * n_links for i, p in enumerate(plans)])
+    # ---- links: bytes and flows per (job, link); each link direction shared equally per flow.
+    # A job's network time is its busiest NIC or uplink (or its slowest capped connection); GPU
+    # transfers are staged through the host path, so its busiest host path adds to it.
+    links = np.concatenate([p.comm.links + i * n_link for i, p in enumerate(plans)])
     nbytes = np.concatenate([p.comm.nbytes for p in plans])
     flows = np.concatenate([p.comm.flows for p in plans])
-    jb = np.bincount(links, weights=nbytes, minlength=n_jobs * n_links).reshape(n_jobs, n_links)
-    jf = np.bincount(links, weights=flows, minlength=n_jobs * n_links).reshape(n_jobs, n_links)
+    jb = np.bincount(links, weights=nbytes, minlength=n_jobs * n_link).reshape(n_jobs, n_link)
+    jf = np.bincount(links, weights=flows, minlength=n_jobs * n_link).reshape(n_jobs, n_link)
     flows_total = jf.sum(axis=0)
     used = jf > 0
     t_link = np.zeros_like(jb)
     t_link[used] = (jb * flows_total / cap)[used] / jf[used]
-    comm = np.maximum(t_link.max(axis=1), np.array([p.comm.task_time for p in plans]))
-    # ---- step time: sync waits for the slowest worker; async workers run their own loops
+    ib = intra_base(cluster)
+    net = np.maximum(t_link[:, :ib].max(axis=1, initial=0.0), np.array([p.comm.task_time for p in plans]))
+    host = t_link[:, ib:].max(axis=1, initial=0.0)
+    latency = cluster.config.network.latency_s * np.array([p.comm.messages for p in plans])
+    # ---- step time of one local batch on every worker. Communication (and the PS update, which
+    # MXNet and TF pipeline per layer) overlaps the backward pass: up to `overlap` of the compute
+    # hides up to `overlap_max` of it (DDP-style buckets; fitted on Pollux, `dlcluster fidelity`).
+    # Per step a worker makes p request/response round trips and a PS serves w of them, each with
+    # a fixed RPC cost: Optimus' t4*p and t3*w terms.
+    phi = np.array([x.overlap for x in m])
+    omega = np.array([x.overlap_max for x in m])
+    rpc = overheads.rpc_s * np.where(n_ps > 0, n_ps + n_w, 0)
+    comm = net + host + latency
+    upd = np.where(n_ps > 0, update / np.maximum(n_ps, 1) / ps_f, 0.0)
     w_off = np.concatenate([[0], np.cumsum(n_w)[:-1]])
-    # per step a worker makes p request/response round trips and a PS serves w of them, each with
-    # a fixed RPC cost: Optimus' t4*p and t3*w terms
-    fixed = overhead + comm + overheads.rpc_s * (n_ps + n_w)
-    slowest = np.maximum.reduceat(compute[w_job] / n_w[w_job] / f, w_off)
-    s_sync = 1.0 / (slowest + fixed + update * n_w / n_ps / ps_f)
-    per_worker = compute[w_job] / f + (fixed + update / n_ps / ps_f)[w_job]
+    # sync waits for the slowest worker, and its PS apply every worker's gradient
+    slowest = np.maximum.reduceat(compute[w_job] / f, w_off)
+    x_sync = comm + upd * n_w
+    t_sync = slowest + overhead + rpc + x_sync - np.minimum(phi * slowest, omega * x_sync)
+    # async workers run their own loops; the job's speed is the sum of their rates
+    c_w = compute[w_job] / f
+    x_w = (comm + upd)[w_job]
+    per_worker = c_w + (overhead + rpc)[w_job] + x_w - np.minimum(phi[w_job] * c_w, omega[w_job] * x_w)
     s_async = np.add.reduceat(1.0 / per_worker, w_off)
-    s = np.where(sync, s_sync, s_async)
-    per_step = np.where(sync, 1.0, 1.0 / n_w)  # an async update moves one worker's share
-    moved = s * per_step
+    # speeds in local batches per second (weak scaling: a sync step is one batch per worker)
+    s = np.where(sync, n_w / t_sync, s_async)
+    moved = s / n_w  # steps/s of the exchange: a sync step, or one async worker's update
     ids = [j.job_id for j in jobs]
     xn = np.array([p.comm.cross_node for p in plans]) * moved
     xr = np.array([p.comm.cross_rack for p in plans]) * moved

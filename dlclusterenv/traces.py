@@ -40,6 +40,7 @@ from .config import (
     CONFIG_DIR,
     ClusterConfig,
     ConfigError,
+    Network,
     NodeGroup,
     NodeType,
     Overheads,
@@ -724,6 +725,8 @@ def alibaba_cluster_config(
     gpu_memory_gb: dict[str, float] | None = None,
     overheads: Overheads | None = None,
     skip_bad_rows: bool = False,
+    intra_MBps: float = 0.0,
+    network: Network | None = None,
 ) -> ClusterConfig:
     """A cluster config for the machines of an Alibaba node list.
 
@@ -753,6 +756,7 @@ def alibaba_cluster_config(
             node_types[type_of[key]] = NodeType(
                 cpus=n.cpus, memory_gb=n.memory_gb, gpus=n.gpus, gpu_model=n.gpu_model,
                 gpu_memory_gb=memory.get(n.gpu_model, 0.0) if n.gpus else 0.0, nic_MBps=nic_MBps,
+                intra_MBps=intra_MBps,
             )
         by_model.setdefault(n.gpu_model, []).append(type_of[key])
     racks = [
@@ -764,7 +768,7 @@ def alibaba_cluster_config(
         for i in range(0, len(machines), nodes_per_rack)
     ]
     return ClusterConfig(name=name, source=source, node_types=node_types, racks=racks,
-                         overheads=overheads or Overheads())
+                         overheads=overheads or Overheads(), network=network or Network())
 
 
 def cluster_from_node_list(spec: NodeListCluster) -> ClusterConfig:
@@ -773,7 +777,8 @@ def cluster_from_node_list(spec: NodeListCluster) -> ClusterConfig:
     return alibaba_cluster_config(
         data_path(nl.path), name=spec.name, source=spec.source, nodes_per_rack=nl.nodes_per_rack,
         nic_MBps=nl.nic_MBps, uplink_MBps=nl.uplink_MBps, gpu_memory_gb=nl.gpu_memory_gb,
-        overheads=spec.overheads, skip_bad_rows=nl.skip_bad_rows,
+        overheads=spec.overheads, skip_bad_rows=nl.skip_bad_rows, intra_MBps=nl.intra_MBps,
+        network=spec.network,
     )
 
 

@@ -226,7 +226,7 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
                     job_id=f"j{i}",
                     model=j.model,
                     arrival_s=j.arrival_s,
-                    num_ps=j.num_ps or m.default_ps,
+                    num_ps=(j.num_ps or m.default_ps) if m.comm == "ps" else 0,
                     num_workers=j.num_workers or m.default_workers,
                     shard_nodes=tuple(j.shard_nodes) if j.shard_nodes is not None else shards(),
                     epoch_scale=j.epoch_scale,
@@ -262,7 +262,7 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
             m = zoo.models[name]
             if g is None:
                 nw = _pick(rng, w.num_workers, m.default_workers)
-                nps = _pick(rng, w.num_ps, m.default_ps)
+                nps = _pick(rng, w.num_ps, m.default_ps) if m.comm == "ps" else 0
                 scale = float(rng.uniform(*w.epoch_scale))
                 user = f"u{i % w.users}"
                 origins.append((
@@ -272,7 +272,7 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
                 ))
             else:
                 nw = int(g)
-                nps = max(1, math.ceil(nw / w.ps_ratio))
+                nps = max(1, math.ceil(nw / w.ps_ratio)) if m.comm == "ps" else 0
                 scale = _scale_for_duration(m, nps, nw, float(dur))
                 user = trace_users[i] or f"u{i % w.users}"
                 line = trace.jobs[i].line
@@ -297,11 +297,13 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
 
 
 def _scale_for_duration(m, p: int, w: int, duration_s: float) -> float:
-    """epoch_scale that makes the job converge after about duration / ideal epoch time epochs."""
-    step = m.step_compute_s / w + m.step_overhead_s + m.ps_update_s * w / p if m.sync else (
-        (m.step_compute_s + m.step_overhead_s + m.ps_update_s / p) / w
-    )
-    target = min(max(duration_s / (step * m.steps_per_epoch), 1.0), m.convergence.max_epochs)
+    """epoch_scale that makes the job converge after about duration / ideal epoch time epochs.
+
+    Ideal: no communication; a sync step does one local batch per worker and its PS apply all w
+    gradients, an async worker applies its own."""
+    update = (m.ps_update_s * (w if m.sync else 1) / p) if p else 0.0
+    batch_s = (m.step_compute_s + m.step_overhead_s + update) / w  # per local batch, job-wide
+    target = min(max(duration_s / (batch_s * m.steps_per_epoch), 1.0), m.convergence.max_epochs)
     return target / convergence_epoch(m)
 
 

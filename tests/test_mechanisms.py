@@ -15,7 +15,7 @@ import pytest
 
 from dlclusterenv.api import Decision, DecisionError, JobView
 from dlclusterenv.config import LossCurve, ModelSpec
-from dlclusterenv.speed import job_comm
+from dlclusterenv.comm import pattern
 
 from helpers import make_cluster, make_sim, make_zoo, model_dict
 
@@ -94,14 +94,15 @@ def test_dltap_fig1_cross_node_pairs_and_speed():
         assert job.status == "running"
         ps, w = _nodes(sim, "J")
         b = job.model.param_bytes / 2
-        comm = job_comm(sim.cluster, job, ps, w)
+        comm = pattern(job.model).plan(sim.cluster, job.model, job.spec.shard_nodes, ps, w)
         pairs = comm.cross_node / (2 * b)
         in_node = int((w[:, None] == ps[None, :]).sum())
         r = sim.rates()
         speed = r.speed["J"]
         out[sc] = (pairs, in_node, speed, r.cross_node_Bps["J"])
-        # the engine's bytes/s are the per-step bytes at the job's speed
-        assert r.cross_node_Bps["J"] / speed == pytest.approx(comm.cross_node, rel=REL)
+        # the engine's bytes/s are the per-step bytes at the job's speed (a step: one local batch
+        # on each of the 3 workers)
+        assert r.cross_node_Bps["J"] / speed * 3 == pytest.approx(comm.cross_node, rel=REL)
 
     (pa, ina, sa, bpsa), (pb, inb, sb, bpsb) = out["a"], out["b"]
     assert pa == pytest.approx(6) and ina == 0
@@ -111,10 +112,10 @@ def test_dltap_fig1_cross_node_pairs_and_speed():
     assert (bpsb / sb) / (bpsa / sa) == pytest.approx(4 / 6, rel=REL)
     # the busiest NIC carries 6 flows in (a) (s2 holds both PS) and 3 in (b) (s1 and s2)
     b = 6e6
-    step_a = 0.3 / 3 + 0.01 + 6 * b / 125e6
-    step_b = 0.3 / 3 + 0.01 + 3 * b / 125e6
-    assert sa == pytest.approx(1 / step_a, rel=REL)
-    assert sb == pytest.approx(1 / step_b, rel=REL)
+    step_a = 0.3 + 0.01 + 6 * b / 125e6
+    step_b = 0.3 + 0.01 + 3 * b / 125e6
+    assert sa == pytest.approx(3 / step_a, rel=REL)
+    assert sb == pytest.approx(3 / step_b, rel=REL)
 
 
 # --------------------------------------------------------------------------------------- Optimus
@@ -165,8 +166,8 @@ def test_optimus_fig10_transfer_units_and_speed():
         assert units == OPTIMUS_TABLE[sc], sc
         speeds[sc] = sim.rates().speed["J"]
         b = 100e6 / 2
-        step = 1.0 / 4 + 0.02 + 0.01 * 4 / 2 + max(units[:2]) * b / 100e6
-        assert speeds[sc] == pytest.approx(1 / step, rel=REL), sc
+        step = 1.0 + 0.02 + 0.01 * 4 / 2 + max(units[:2]) * b / 100e6
+        assert speeds[sc] == pytest.approx(4 / step, rel=REL), sc  # 4 local batches a step
     assert speeds["c"] > speeds["a"]
     assert speeds["c"] > speeds["b"]
 
@@ -539,7 +540,7 @@ def test_rpc_cost_makes_more_ps_eventually_slower():
         sim = make_sim(cluster, zoo, [("J", "m", p, 2)])
         sim.apply(Decision(place={f"J/ps{i}": 0 for i in range(p)} | {"J/w0": 0, "J/w1": 0}))
         speeds.append(sim.rates().speed["J"])
-    # step = 0.4/2 + 0.2*2/p + 0.01*(p + 2)
-    want = [1 / (0.2 + 0.4 / p + 0.01 * (p + 2)) for p in (1, 2, 4, 32)]
+    # step = 0.4 + 0.2*2/p + 0.01*(p + 2), two local batches a step (weak scaling)
+    want = [2 / (0.4 + 0.4 / p + 0.01 * (p + 2)) for p in (1, 2, 4, 32)]
     assert speeds == pytest.approx(want, rel=1e-9)
     assert speeds[1] > speeds[0] and speeds[3] < speeds[2]
