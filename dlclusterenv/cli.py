@@ -3,6 +3,7 @@
     dlcluster evaluate --scenario default --policies all --seeds 3 --out runs/default
     dlcluster run --scenario dltap --policy fifo --seed 0
     dlcluster envs
+    dlcluster fidelity [pollux FILE --params N --gpu-type T4 --comm allreduce] [--json OUT]
     dlcluster train --config configs/agents/smoke.yaml --out runs/smoke [--resume runs/smoke]
 """
 
@@ -66,6 +67,14 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("--seeds", type=int, default=3)
     rp.add_argument("--json", help="write [{claim, paper, simulated, direction_ok}] here")
     sub.add_parser("envs", help="list the registered Gym env ids")
+    fd = sub.add_parser("fidelity", help="score the speed model against measured step times")
+    fd.add_argument("kind", nargs="?", choices=["pollux"], help="omit to score all of ../shared/profiles")
+    fd.add_argument("file", nargs="?", help="a placements.csv or scalability.csv in Pollux's format")
+    fd.add_argument("--params", type=float, help="the model's parameter count")
+    fd.add_argument("--gpu-type", default="T4", help="testbed of the measurements (T4: Pollux's)")
+    fd.add_argument("--comm", choices=["allreduce", "ps"], default="allreduce")
+    fd.add_argument("--step1", help="file whose one-GPU rows give the compute (default: FILE)")
+    fd.add_argument("--json", help="write the scores here")
     tr = sub.add_parser("train", help="train PPO / MaskablePPO from configs/agents/*.yaml")
     tr.add_argument("--config", help="training YAML (configs/agents/NAME.yaml)")
     tr.add_argument("--out", help="run directory: config.yaml, tb/, checkpoints/, model.zip")
@@ -90,6 +99,14 @@ def main(argv: list[str] | None = None) -> int:
                 with os.fdopen(fd, "w") as f:
                     json.dump([c.row() for c in claims], f, indent=2)
                 os.replace(tmp, path)
+        elif a.cmd == "fidelity":
+            from .fidelity import FidelityError, cli
+
+            try:
+                cli(a.kind, a.file, a.params, a.gpu_type, a.comm, a.step1, a.json)
+            except FidelityError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
         elif a.cmd == "train":
             from agents.train import train_cli
 

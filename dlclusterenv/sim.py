@@ -22,7 +22,7 @@ from .config import ModelZoo
 from .jobs import DONE, PENDING, RUNNING, Job, JobSpec, Task, convergence_epoch, stop_delta
 from .metrics import Metrics, summarize
 from .comm import link_capacity, pattern
-from .speed import PackingModel, Rates, compute_rates
+from .speed import PackingModel, Rates, alone_speed, compute_rates
 
 EPS = 1e-9
 # Packing slowdown fitted to Gavel's co-location throughputs (stanford-futuredata/gavel @c4fa400,
@@ -682,13 +682,4 @@ class Simulator:
         if src is None:
             raise KeyError(f"unknown job {job_id!r}")
         job = Job(src.spec, src.model, np.random.default_rng(0), src.total_epochs)
-        job.resize(len(ps_nodes), len(worker_nodes))
-        for t, n in zip(job.ps_tasks(), ps_nodes):
-            t.node = int(n)
-        for g, (t, n) in enumerate(zip(job.worker_tasks(), worker_nodes)):
-            t.node = int(n)
-            t.gpu = g if job.model.worker.gpu else -1  # each worker its own GPU
-        r = compute_rates(
-            self.cluster, [job], np.zeros(len(worker_nodes), np.int8), self.overheads, self.packing
-        )
-        return r.speed[job_id]
+        return alone_speed(self.cluster, job, ps_nodes, worker_nodes, self.overheads, self.packing)

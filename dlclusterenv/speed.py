@@ -276,3 +276,18 @@ def compute_rates(
         task_ids,
         got,
     )
+
+
+def alone_speed(cluster: Cluster, job: Job, ps_nodes, worker_nodes, overheads: Overheads,
+                packing: PackingModel) -> float:
+    """True speed of `job` alone on an empty cluster with this placement, each worker on its own
+    GPU (oracles, the fidelity check, tests); the job's tasks are (re)placed here."""
+    job.resize(len(ps_nodes), len(worker_nodes))
+    for t, n in zip(job.ps_tasks(), ps_nodes):
+        t.node = int(n)
+    for g, (t, n) in enumerate(zip(job.worker_tasks(), worker_nodes)):
+        t.node = int(n)
+        t.gpu = g if job.model.worker.gpu else -1
+    job.touch()
+    r = compute_rates(cluster, [job], np.zeros(len(worker_nodes), np.int8), overheads, packing)
+    return r.speed[job.job_id]
