@@ -19,6 +19,7 @@ def make_cluster(
     gpus: int = 0,
     gpu_memory_gb: float = 0.0,
     nic_MBps: float = 1250.0,
+    intra_MBps: float = 0.0,
     uplink_MBps: float = 100_000.0,
     overheads: dict[str, float] | None = None,
     name: str = "inline",
@@ -35,6 +36,7 @@ def make_cluster(
                 "gpus": gpus,
                 "gpu_memory_gb": gpu_memory_gb,
                 "nic_MBps": nic_MBps,
+                "intra_MBps": intra_MBps,
             }
         },
         "racks": [

@@ -194,8 +194,8 @@ def test_gandiva_flowcon_both_front_doors_on_default(name):
     through DLClusterShare: every job of the default scenario, metrics identical to the direct run
     (about 1.5 s for Gandiva, 4 s for FlowCon's ~60k micro-actions)."""
     counted = _both_doors(name, "default", 0)
-    if name == "gandiva":
-        assert counted.slots > 0 and counted.modes > 0
+    if name == "gandiva":  # packing (mode changes) happens on the overload scenario, below
+        assert counted.slots > 0
     else:
         assert counted.limits > 1000
 
