@@ -20,7 +20,7 @@ Choices where the sources leave room (each one is a knob or stated here):
   with the others (work-conserving). Ghodsi's Algorithm 1 stops ("the cluster is full"), which is
   the same thing on one resource pool, but on many nodes with tasks of different shapes stopping
   would leave free resources that other jobs' tasks fit. A job also stops at `max_tasks` tasks
-  (default 64, the joint env's `max_tasks_per_job`, so every DRF decision is expressible there;
+  (default 64, within the joint env's `max_tasks_per_job`, so every DRF decision is expressible there;
   DL2's DRF by Optimus' authors caps workers per job the same way).
 - PS and workers: a task is a PS or a worker. A job starting from nothing gets a worker, then a PS
   (the smallest runnable job); after that the next task keeps the ratio the job asked for: a PS

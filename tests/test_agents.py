@@ -57,13 +57,16 @@ def test_node_scores_follow_their_nodes():
 
 
 def _busy_obs(env_id: str, steps: int = 36, seed: int = 0) -> tuple[gym.Env, dict]:
-    """An observation some way into an episode of random valid actions (on `tiny` with these
-    seeds: 3 to 7 jobs, some running), as a batch of one."""
+    """An observation at least `steps` into an episode of random valid actions on `tiny`, taken
+    once 3 or more jobs are in view and one runs, as a batch of one."""
     env = gym.make(env_id, scenario="tiny")
     obs, _ = env.reset(seed=seed)
     rng = np.random.default_rng(seed)
-    for _ in range(steps):
-        obs, *_ = env.step(int(rng.choice(np.flatnonzero(env.unwrapped.action_masks()))))
+    for i in range(2000):
+        if i >= steps and obs["job_mask"].sum() >= 3 and obs["jobs"][:, 1].sum() >= 1:
+            break
+        obs, _, term, trunc, _ = env.step(int(rng.choice(np.flatnonzero(env.unwrapped.action_masks()))))
+        assert not (term or trunc), "episode ended before the state got busy"
     return env, {k: th.as_tensor(v).unsqueeze(0) for k, v in obs.items()}
 
 

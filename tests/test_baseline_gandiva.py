@@ -154,17 +154,20 @@ def test_grow_onto_idle_gpus_then_shrink_when_a_job_waits():
 
 
 def test_grow_undone_when_profile_shows_no_gain():
-    """Growing a job whose PS update dominates (w/p gradients per step) makes it slower: Gandiva
-    shrinks it back and does not grow it again."""
-    sim, g = _grow_sim(gpu_model(ps_update_s=0.2), second_at=5000.0)
+    """A grown job whose profile shows no gain goes back to its request, for good. Under weak
+    scaling, growing onto the idle GPUs of its own server always gains in the engine (the host path
+    and the PS update only slow the gain), so the no-gain profile is injected as what the cluster
+    measured: (1, 4) at 90% of (1, 1), weighted so that the next interval does not move it."""
+    sim, g = _grow_sim(gpu_model(), second_at=5000.0)
     run_until(sim, g, 61)
-    assert sim.jobs["j0"].num_workers == 4
+    job = sim.jobs["j0"]
+    assert job.num_workers == 4
+    job.obs_speed[(1, 4)] = 0.9 * job.obs_speed[(1, 1)]
+    job._speed_time[(1, 4)] = 1e12
     run_until(sim, g, 121)
-    assert sim.jobs["j0"].num_workers == 1 and "j0" in g.no_grow
-    obs = sim.jobs["j0"].obs_speed
-    assert obs[(1, 4)] < obs[(1, 1)]  # 1 / (0.3/4 + 0.8) < 1 / (0.3 + 0.2)
-    run_until(sim, g, 400)
-    assert sim.jobs["j0"].num_workers == 1
+    assert job.num_workers == 1 and "j0" in g.no_grow
+    run_until(sim, g, 600)
+    assert job.num_workers == 1  # not grown again
 
 
 def test_packing_kept_when_it_wins_low_utilisation():

@@ -111,7 +111,9 @@ def test_bc_imitates_dltap_above_chance():
     assert np.array_equal(demos.actions, collect("DLClusterPlace-v0", kw, "dltap", [0, 1]).actions)
     model = MaskablePPO(NodeScoringPolicy, gym.make("DLClusterPlace-v0", **kw), seed=0, device="cpu")
     clone(model.policy, demos, epochs=8, batch_size=64, learning_rate=1e-3, seed=0, masked=True)
-    assert accuracy(model.policy, held, masked=True) > held.chance + 0.2
+    # BC must remove at least 40% of the errors of a uniform choice among the unmasked nodes (the
+    # chance level moves with how loaded `tiny` is, which the speed model sets)
+    assert 1 - accuracy(model.policy, held, masked=True) < 0.6 * (1 - held.chance)
     # DLTAP defers a job that does not fit whole; a work-conserving env forbids that deferral
     with pytest.raises(BCError, match="masked action"):
         collect("DLClusterPlace-v0", {**kw, "work_conserving": True}, "dltap", [0])

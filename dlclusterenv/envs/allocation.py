@@ -45,7 +45,10 @@ def _keep_in_place(jid: str, prefix: str, tasks, nodes: list[int]) -> dict[str, 
 
 
 class _ProposalEnv(ClusterEnv):
-    max_tasks_per_job = 64
+    # per-job task cap of a round's proposal (masks only): under weak scaling Optimus sizes jobs
+    # of up to ~300 tasks on the 256-GPU default cluster, and every heuristic decision must be
+    # expressible here
+    max_tasks_per_job = 512
 
     def _begin_round(self) -> None:
         self._cap = Capacity.of_sim(self.sim)
