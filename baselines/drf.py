@@ -22,7 +22,7 @@ Choices where the sources leave room (each one is a knob or stated here):
   would leave free resources that other jobs' tasks fit. A job also stops at `max_tasks` tasks
   (default 64, within the joint env's `max_tasks_per_job`, so every DRF decision is expressible there;
   DL2's DRF by Optimus' authors caps workers per job the same way).
-- PS and workers: a task is a PS or a worker. A job starting from nothing gets a worker, then a PS
+- PS and workers: a task is a PS or a worker (an all-reduce job takes workers only). A job starting from nothing gets a worker, then a PS
   (the smallest runnable job); after that the next task keeps the ratio the job asked for: a PS
   when p / w is below p_req / w_req, else a worker. A pending job that cannot get both a worker and
   a PS gives its task back and the round is filled again without it (it waits, holding nothing).
@@ -75,9 +75,10 @@ class _Job:
         return self.base[0] + len(self.ps), self.base[1] + len(self.workers)
 
     def next_role(self) -> str:
-        """Worker first, then a PS, then the requested PS:worker ratio."""
+        """Worker first, then a PS, then the requested PS:worker ratio; all-reduce jobs have
+        workers only."""
         p, w = self.counts
-        if w == 0:
+        if w == 0 or self.view.comm == "allreduce":
             return "worker"
         p_req, w_req = self.view.requested
         return "ps" if p == 0 or p * w_req < w * p_req else "worker"
@@ -124,7 +125,8 @@ class DRF(Scheduler):
         excluded: set[str] = set()
         while True:
             picks, jobs = self._fill(view, excluded)
-            stuck = {j.view.job_id for j in jobs if (j.ps or j.workers) and min(j.counts) < 1}
+            stuck = {j.view.job_id for j in jobs
+                     if (j.ps or j.workers) and min(j.counts) < 1 and j.view.comm == "ps"}
             if not stuck:
                 return picks, jobs
             excluded |= stuck  # pending jobs that got a worker but no PS: refill without them

@@ -87,20 +87,21 @@ class JobView:
     gpu_util: float  # profiled utilisation alone (Gandiva-style introspection)
     gpu_mem_gb: float
     steps_per_epoch: int
-    input_bytes_per_step: float  # input read per step (global batch), from the job's data set
+    input_bytes_per_step: float  # input read per local batch, from the job's data set
     dataset_bytes: float
     max_epochs: int  # the user's epoch budget
     rel_delta: float  # the user's stopping rule: stop at the first epoch improving by less
     steps_done: float
     epochs_done: int
     observed_loss: tuple[tuple[int, float], ...]
-    observed_speed: Mapping[tuple[int, int], float]  # mean measured steps/s per (p, w) that ran
-    last_speed: float  # steps/s measured over the most recent interval it ran (0 if never)
+    observed_speed: Mapping[tuple[int, int], float]  # mean measured speed (local batches/s) per (p, w) that ran
+    last_speed: float  # local batches/s measured over the most recent interval it ran (0 if never)
     attained_gpu_s: float  # GPU-seconds received so far (Tiresias' attained service)
     run_s: float
     first_start_s: float  # nan if never started
     shard_nodes: tuple[int, ...]
     tasks: tuple[TaskView, ...]
+    comm: str = "ps"  # "ps" (needs >= 1 PS) | "allreduce" (workers only: allocate (0, w))
 
 
 class OracleView:

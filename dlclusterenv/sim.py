@@ -177,6 +177,7 @@ class Simulator:
             first_start_s=job.first_start_s,
             shard_nodes=job.spec.shard_nodes,
             tasks=tasks,
+            comm="ps" if job.uses_ps else "allreduce",
         )
 
     # ------------------------------------------------------------------ decisions

@@ -3,13 +3,14 @@
 A scenario YAML (configs/scenarios/*.yaml) names a cluster and a workload. Job generation is a pure
 function of the scenario and the seed, so every policy sees the same jobs, arrival times and noise
 for a given seed. Trace replay (any format of dlclusterenv.traces: Philly CSV or job-log JSON,
-Alibaba 2023 pods) maps each trace job to a PS/worker job: GPUs -> workers, PS =
+Alibaba 2023 pods) maps each trace job to an all-reduce job (GPUs -> workers, no PS: the traces'
+jobs ran all-reduce or on one GPU), or with `comm: ps` to a PS/worker job with PS =
 ceil(workers / ps_ratio), and a model drawn from the scenario's model mix by the seed's generator
 (numpy default_rng([seed, 7])), one weighted draw per job in trace order. The trace's duration is kept as the job's size:
 its convergence curve is stretched (epoch_scale) so that it converges after about duration / ideal
 epoch time epochs (the epoch time of its (p, w) with no contention or network cost), capped by the
 model's epoch budget. What the trace does not say is synthetic, and every such job lists it in
-`JobSpec.synthetic` (and the `synthetic` column of jobs.csv): the model, num_ps, epoch_scale,
+`JobSpec.synthetic` (and the `synthetic` column of jobs.csv): the model, num_ps (and comm), epoch_scale,
 shard_nodes, and the user where the trace has none (Philly CSV, Alibaba; jobs are then spread
 round-robin over `users`).
 """
@@ -38,6 +39,7 @@ class FixedJob(_Strict):
     num_workers: int | None = Field(default=None, ge=1)
     shard_nodes: list[int] | None = None
     epoch_scale: float = Field(default=1.0, gt=0)
+    comm: Literal["ps", "allreduce"] | None = Field(default=None, description="default: the model's")
     user: str = "default"
     weight: float = Field(default=1.0, gt=0)
 
@@ -88,7 +90,12 @@ class Workload(_Strict):
     num_workers: tuple[int, int] | None = None
     epoch_scale: tuple[float, float] = (1.0, 1.0)
     shards_per_job: int = Field(default=0, ge=0, description="input shards placed on random nodes")
-    ps_ratio: int = Field(default=4, ge=1, description="trace replay: workers per PS")
+    comm: Literal["ps", "allreduce"] | None = Field(
+        default=None,
+        description="the jobs' communication pattern; default: the model's for generated jobs,"
+        " allreduce for trace replays (the traces' jobs ran all-reduce or on one GPU)",
+    )
+    ps_ratio: int = Field(default=4, ge=1, description="trace replay with comm: ps: workers per PS")
     users: int = Field(
         default=1, ge=1,
         description="jobs are spread round-robin over users (trace jobs with a user keep it)",
@@ -226,7 +233,8 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
                     job_id=f"j{i}",
                     model=j.model,
                     arrival_s=j.arrival_s,
-                    num_ps=(j.num_ps or m.default_ps) if m.comm == "ps" else 0,
+                    num_ps=(j.num_ps or m.default_ps) if (j.comm or m.comm) == "ps" else 0,
+                    comm=j.comm or m.comm,
                     num_workers=j.num_workers or m.default_workers,
                     shard_nodes=tuple(j.shard_nodes) if j.shard_nodes is not None else shards(),
                     epoch_scale=j.epoch_scale,
@@ -254,7 +262,7 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
             durations = [j.duration_s for j in trace.jobs]
             ids = [j.job_id for j in trace.jobs]
             trace_users = [j.user for j in trace.jobs]
-            synthetic = ("model", "num_ps", "epoch_scale", "shard_nodes")
+            synthetic = ("model", "num_ps", "comm", "epoch_scale", "shard_nodes")
             if any(u is None for u in trace_users):
                 synthetic += ("user",)
         for i, (jid, at, g, dur) in enumerate(zip(ids, arrivals, gpus, durations)):
@@ -262,7 +270,8 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
             m = zoo.models[name]
             if g is None:
                 nw = _pick(rng, w.num_workers, m.default_workers)
-                nps = _pick(rng, w.num_ps, m.default_ps) if m.comm == "ps" else 0
+                comm = w.comm or m.comm
+                nps = _pick(rng, w.num_ps, m.default_ps) if comm == "ps" else 0
                 scale = float(rng.uniform(*w.epoch_scale))
                 user = f"u{i % w.users}"
                 origins.append((
@@ -272,7 +281,8 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
                 ))
             else:
                 nw = int(g)
-                nps = max(1, math.ceil(nw / w.ps_ratio)) if m.comm == "ps" else 0
+                comm = w.comm or "allreduce"
+                nps = max(1, math.ceil(nw / w.ps_ratio)) if comm == "ps" else 0
                 scale = _scale_for_duration(m, nps, nw, float(dur))
                 user = trace_users[i] or f"u{i % w.users}"
                 line = trace.jobs[i].line
@@ -290,6 +300,7 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
                     epoch_scale=scale,
                     user=user,
                     synthetic=synthetic,
+                    comm=comm,
                 )
             )
     _check_fits(specs, origins, cluster, zoo, where)

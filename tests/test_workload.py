@@ -202,7 +202,7 @@ def test_philly_job_log_replay_maps_gpus_users_and_labels_synthetic():
         ("application_1_0006", 1, 1, "dave"), ("application_1_0001", 2, 1, "alice"),
         ("application_1_0002", 8, 2, "bob")]
     assert [s.arrival_s for s in specs] == [0.0, 60.0, 90.0]
-    assert all(s.synthetic == ("model", "num_ps", "epoch_scale", "shard_nodes") for s in specs)
+    assert all(s.synthetic == ("model", "num_ps", "comm", "epoch_scale", "shard_nodes") for s in specs)
     assert specs == jobs(TRACE_JSON)  # same seed, same jobs
     assert any(jobs(TRACE_JSON, seed=k) != specs for k in range(1, 4))  # models are drawn
 
@@ -221,7 +221,7 @@ def test_alibaba_replay_on_its_node_list_cluster(tmp_path):
         ("openb-pod-0006", 1, 1, "u0")]
     metrics = sim.run(baselines.make("fifo"))
     assert metrics.jobs_finished == 3
-    assert {r.synthetic for r in metrics.jobs} == {"model;num_ps;epoch_scale;shard_nodes;user"}
+    assert {r.synthetic for r in metrics.jobs} == {"model;num_ps;comm;epoch_scale;shard_nodes;user"}
     again = make_sim(scenario, seed=3).run(baselines.make("fifo"))
     assert again.summary() == metrics.summary()
 
@@ -247,4 +247,4 @@ def test_cli_skip_bad_rows_overrides_the_scenario_and_prints_the_count(tmp_path,
     with open(out / "jobs.csv") as f:
         rows = list(csv.DictReader(f))
     assert [r["job_id"] for r in rows] == ["openb-pod-0002", "openb-pod-0006"]
-    assert {r["synthetic"] for r in rows} == {"model;num_ps;epoch_scale;shard_nodes;user"}
+    assert {r["synthetic"] for r in rows} == {"model;num_ps;comm;epoch_scale;shard_nodes;user"}
