@@ -16,7 +16,8 @@ signed number with the same unit (%, x or none), so rows written before the rule
 
 `kind="testbed"` marks a check of the paper's testbed rather than of a claim: one observable other
 than the claims (D²S's traffic volume per experiment, FlowCon's alpha sensitivity), so a scenario
-cannot quietly drift from the paper's set-up. It is judged by the same rule.
+cannot quietly drift from the paper's set-up. It is judged by the same rule, and reads "off" where
+the magnitude is outside [half, twice] the paper's.
 """
 
 from __future__ import annotations
@@ -80,7 +81,9 @@ class Claim:
     def status(self) -> str:
         if not self.direction_ok:
             return "WRONG"
-        return "direction only" if self.magnitude_ok is False else "ok"
+        if self.magnitude_ok is False:
+            return "off" if self.kind == "testbed" else "direction only"
+        return "ok"
 
     def row(self) -> dict:
         return {**asdict(self), "magnitude_ok": self.magnitude_ok, "status": self.status}
