@@ -36,3 +36,14 @@ def test_explicit_values_ranges_and_one_sided_bounds():
     assert Claim("u", "42.06%", "15%", True, sim_value=15.0, **up_to).status == "direction only"
     row = Claim("t", "5 GB", "60,000 GB", True, paper_value=5.0, sim_value=6e4, kind="testbed").row()
     assert row["status"] == "off" and row["kind"] == "testbed" and row["magnitude_ok"] is False
+
+
+def test_d2s_and_flowcon_check_a_testbed_observable():
+    """Issue 12: each reproduction checks an observable of the paper's testbed besides its claims
+    (D²S: traffic per experiment, Fig. 7-8; FlowCon: alpha sensitivity, Table 2)."""
+    from baselines import reproduce
+
+    for name, word in (("d2s", "traffic"), ("flowcon", "alpha sensitivity")):
+        rows = [c for c in reproduce.run(name, 1) if c.kind == "testbed"]
+        assert rows and all(word in c.claim for c in rows)
+        assert all(c.magnitude_ok is not None and c.status in ("ok", "off") for c in rows)
