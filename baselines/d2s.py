@@ -1,4 +1,4 @@
-"""D²S (seed 001, §3): every pending task assigned at once by a minimum-cost flow that trades data
+"""D²S (seed 001, §3): every unscheduled task assigned at once by a minimum-cost flow that trades data
 transfer time against waiting for a busy node, with applications weighted by their residual time.
 
 The flow graph (§3.2, Fig. 2): Source -> App p (capacity: p's unscheduled tasks, cost ft^p, Eq. 5)
@@ -23,26 +23,35 @@ MapReduce applications; this simulator's jobs are PS/worker):
   shows reserved, not measured, link use); same node = no transfer.
 - Progress pr (Eq. 5) = steps done / budget steps; "used time" ut = the time the job has run, which
   makes Eq. 5 the usual progress-rate estimate of the remaining time (Hadoop's). A job that never
-  ran has ft = 0, so pending jobs tie on the Source -> App arcs and the flow ranks them by arrival.
-  (Reading ut as time since submission instead would make the flow, which minimises cost, serve
-  the most recently submitted jobs first and starve the oldest, against the paper's aim of
-  keeping applications in step.) nt^m uses Eq. 5 for the running jobs on m; a job with no progress
-  yet gives no estimate (Eq. 5 would say 0 and invite every task to wait).
-- Reduce tasks start after their maps (their input is the maps' output), so each round solves two
-  flows: the workers of all pending jobs, then the PS of the jobs whose workers got free slots,
-  with Eq. 2 costs from those workers' nodes.
+  ran has ft = 0, so pending jobs tie on the Source -> App arcs and rank by arrival (+1 ms per place
+  in that order on their Source -> App arc). (Reading ut as time since submission instead would make
+  the flow, which minimises cost, serve the most recently submitted jobs first and starve the
+  oldest, against the paper's aim of keeping applications in step.) nt^m uses Eq. 5 for the running
+  jobs on m; a job with no progress yet gives no estimate (Eq. 5 would say 0 and invite every task
+  to wait).
+- Applications with unscheduled tasks (Fig. 2: "Application 1 has two tasks to be scheduled and
+  only one unscheduled task for application 2"; Capacity(Source, App) = the tasks it may get): a
+  job's map tasks (workers) start as slots allow, as MapReduce runs an application's map tasks in
+  waves. A pending job starts with the workers that got a free slot (at least one) and its PS; a
+  running job short of the workers it asked for keeps its missing workers in the flow, with its
+  Eq. 5 residual time ft > 0 on its Source -> App arc, and grows when they get a slot (the engine
+  charges the checkpoint pause of a resize). This is where Eq. 5 acts: when the slots (free, and
+  busy ones to wait for) cannot take every unscheduled task, the applications with the least
+  residual time keep their tasks in the flow (issue 12: with whole-job starts only pending jobs,
+  ft = 0, were ever in the flow, and Eq. 5 never acted). Placed workers take the job's next worker
+  indices (worker i reads shard i), matched to their nodes by least input transfer.
+- Eq. (6) is one joint minimum over map (Eq. 1) and reduce (Eq. 2) transfer: each worker arc to
+  node m pays its input reads and its exchange with the job's PS node (`joint_worker_cost`: the
+  running job's PS, or the pending job's best PS node). Reduce tasks (PS) still start after their
+  maps in a second flow (their input is the maps' output), with Eq. 2 costs from the workers' nodes;
+  a job whose PS gets no free slot does not start and its workers give their slots back.
 - Slots: a node's free slots = how many of the smallest pending demand fit in its free CPU, memory
   and GPUs; a task has an arc only to nodes where it fits (the paper's "the node has abilities to
-  satisfy requirements of tasks"); every placement is re-checked against the node's capacity.
-- Gang: a job runs only with all its tasks placed, so a job starts only when every task of it got a
-  free slot. A job with a task sent to wait for a busy node waits (D²S chose to wait). The flow
-  may split scarce slots so that no job is whole; then the job it ranks first (lowest ft, then
-  earliest arrival) is solved alone - placed if it fits whole, else it waits - and the flow is
-  solved again for the others.
+  satisfy requirements of tasks"); every placement is re-checked against the node's capacity. A
+  task sent to wait for a busy node stays unscheduled (D²S chose to wait).
 - Eq. 2's max ties on many nodes (e.g. every node when the workers span both racks), so ties are
   broken by the total fetch time (a 1e-3 / w weight on the sum: a PS joins its workers rather than
-  an idle node of the same max). Remaining ties between equal-cost assignments are the solver's;
-  jobs of equal ft rank by arrival, then by their order in the view (deterministic).
+  an idle node of the same max). Remaining ties between equal-cost assignments are the solver's.
 """
 
 from __future__ import annotations
@@ -52,6 +61,7 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 from ortools.graph.python import min_cost_flow
+from scipy.optimize import linear_sum_assignment
 
 from dlclusterenv.api import ClusterView, Decision, JobView, Scheduler
 from dlclusterenv.cluster import Cluster
@@ -168,13 +178,16 @@ def residual_time(job: JobView) -> float:
     return job.run_s * (1.0 - pr) / pr if pr > 0 else job.run_s
 
 
-def worker_transfer(job: JobView, input_bytes_per_step: float, band: np.ndarray) -> np.ndarray:
-    """Eq. (1): tt[i, m] = idm_i / band[d_i, m], seconds, for worker i on node m."""
-    n = band.shape[0]
+def worker_transfer(
+    job: JobView, input_bytes_per_step: float, band: np.ndarray, workers: int | None = None
+) -> np.ndarray:
+    """Eq. (1): tt[i, m] = idm_i / band[d_i, m], seconds, for worker i (of `workers`, default the
+    job's) on node m; worker i reads shard i."""
+    n, w = band.shape[0], workers or job.num_workers
     if not job.shard_nodes or input_bytes_per_step <= 0:
-        return np.zeros((job.num_workers, n))
-    idm = budget_steps(job) * input_bytes_per_step / job.num_workers
-    shards = np.asarray(job.shard_nodes)[np.arange(job.num_workers) % len(job.shard_nodes)]
+        return np.zeros((w, n))
+    idm = budget_steps(job) * input_bytes_per_step / w
+    shards = np.asarray(job.shard_nodes)[np.arange(w) % len(job.shard_nodes)]
     return idm / band[shards]
 
 
@@ -185,6 +198,66 @@ def ps_transfer(job: JobView, worker_nodes: list[int], band: np.ndarray) -> np.n
     odm = steps * job.param_bytes / job.num_ps
     fetch = odm / band[np.asarray(worker_nodes)]
     return fetch.max(axis=0) + 1e-3 / len(worker_nodes) * fetch.sum(axis=0)
+
+
+def exchange_bytes(job: JobView) -> float:
+    """Eq. (2)'s odm summed over the job's p PS: the bytes one worker sends its PS over the rest of
+    the epoch budget (p x param_bytes / p per step)."""
+    steps = budget_steps(job) / (1 if job.sync else job.num_workers)
+    return steps * job.param_bytes
+
+
+# the candidate PS nodes tried per job by `joint_worker_cost` on large clusters (all on small ones)
+PS_CANDIDATES = 16
+
+
+def joint_worker_cost(
+    job: JobView, tt_in: np.ndarray, band: np.ndarray, cap: Capacity, full: Capacity,
+    ps_nodes: list[int] | None = None,
+) -> tuple[np.ndarray, int]:
+    """Eq. (6) as one joint minimum over the map (Eq. 1) and reduce (Eq. 2) transfers, made
+    expressible on the worker arcs: worker i on node m costs tt_in[i, m] (its input reads) plus the
+    exchange with the job's PS node r, exchange_bytes / band[m, r] (0 on r itself).
+
+    r is the job's PS node if it has one (`ps_nodes`, a running job growing), else its best PS
+    node: among the nodes where its PS fits now (else fits at all), the one whose total (every
+    worker sent greedily, in index order, to its cheapest node with a free worker slot, the PS
+    taking its share of r) is least; ties to the lowest index. On clusters of more than
+    PS_CANDIDATES nodes the candidates are the job's shard nodes and the nodes with the most free
+    worker slots, up to PS_CANDIDATES in all.
+
+    Choices where Eq. 6 does not fit a flow: the joint minimum needs one r for all of a job's
+    workers, which per-task arcs cannot choose, so r is chosen first (above) and the flow decides
+    the workers given r; Eq. 2 takes the max over the workers' fetches, the arcs add them up (the
+    PS's NIC carries every remote worker's exchange, so they share it and the sum is its busy time).
+    Returns (cost[i, m] in seconds, r)."""
+    ex = exchange_bytes(job) / band  # ex[m, r], 0 on the diagonal
+    if ps_nodes:
+        return tt_in + ex[:, np.asarray(ps_nodes)].sum(axis=1)[None, :] / len(ps_nodes), int(ps_nodes[0])
+    use = cap if cap.fits(job.ps_demand).any() else full
+    w_free = slots(use, job.worker_demand)
+    cands = np.flatnonzero(use.fits(job.ps_demand))
+    if len(cands) > PS_CANDIDATES:
+        shard = [n for n in dict.fromkeys(job.shard_nodes) if n in set(cands.tolist())]
+        rest = cands[np.argsort(-w_free[cands], kind="stable")]
+        cands = np.array(list(dict.fromkeys(shard + rest.tolist()))[:PS_CANDIDATES])
+    best, best_r = np.inf, int(cands[0]) if len(cands) else 0
+    for r in cands.tolist():
+        left = w_free.copy()
+        one = Capacity(use.cpu[r : r + 1].copy(), use.mem[r : r + 1].copy(), use.bw[r : r + 1].copy(),
+                       use.gpu[r : r + 1].copy())
+        one.take(0, job.ps_demand)
+        left[r] = slots(one, job.worker_demand)[0]
+        cost = tt_in + ex[:, r][None, :]
+        total = 0.0
+        for i in range(len(cost)):
+            ok = np.flatnonzero(left > 0)
+            m = int(ok[np.argmin(cost[i, ok])]) if len(ok) else int(np.argmin(cost[i]))
+            total += cost[i, m]
+            left[m] -= 1
+        if total < best - 1e-9:
+            best, best_r = total, r
+    return tt_in + ex[:, best_r][None, :], best_r
 
 
 def waiting_times(view: ClusterView) -> np.ndarray:
@@ -232,6 +305,7 @@ class _Group:
     task_ids: list[str]
     demand: Demand
     tt: np.ndarray
+    partial: bool = False  # map tasks: start those that get a slot (else all or none)
 
 
 # ----------------------------------------------------------------------------- the scheduler
@@ -257,11 +331,14 @@ class D2S(Scheduler):
         free_idx[free_nodes] = np.arange(len(free_nodes))
         wait_idx[wait_nodes] = len(free_nodes) + np.arange(len(wait_nodes))
         app_cap, app_cost, task_app, arc_task, arc_target, arc_cost = [], [], [], [], [], []
+        pos = {jid: k for k, jid in enumerate(sorted({gr.job.job_id for gr in groups}, key=rank.__getitem__))}
         t = 0
         for a, gr in enumerate(groups):
             k = len(gr.task_ids)
             app_cap.append(k)
-            app_cost.append(_ms(ft[gr.job.job_id]))  # Source -> App: residual time, Eq. (5)
+            # Source -> App: residual time, Eq. (5), + 1 ms per place in the (ft, arrival) order so
+            # that of equal applications the earlier is served first (not the solver's whim)
+            app_cost.append(_ms(ft[gr.job.job_id]) + pos[gr.job.job_id])
             task_app += [a] * k
             ms = _ms(gr.tt)
             # Task -> Node: transfer time (Eq. 1-2), to nodes where the task fits now (free slots)
@@ -290,6 +367,22 @@ class D2S(Scheduler):
         for a in order:
             gr, got = groups[a], sent[starts[a] : starts[a + 1]]
             jid = gr.job.job_id
+            unsent = int((got < 0).sum())
+            if unsent:
+                self.last_unsent[jid] = self.last_unsent.get(jid, 0) + unsent
+            if gr.partial:  # map tasks: those with a free slot start, the others stay unscheduled
+                where = {}
+                for tid, k in zip(gr.task_ids, got.tolist()):
+                    if 0 <= k < len(free_nodes) and cap.fits(gr.demand)[tgt_node[k]]:
+                        cap.take(int(tgt_node[k]), gr.demand)
+                        where[tid] = int(tgt_node[k])
+                if where:
+                    placed[jid] = where
+                elif (got >= len(free_nodes)).any():
+                    waiting.add(jid)
+                else:
+                    short.add(jid)
+                continue
             if (got >= len(free_nodes)).any():
                 waiting.add(jid)  # the flow sends a task to wait for a busy node
                 continue
@@ -309,50 +402,74 @@ class D2S(Scheduler):
             placed[jid] = dict(zip(gr.task_ids, (int(m) for m in nodes)))
         return placed, waiting, short
 
+    def _workers(self, job: JobView, band, cap, full, input_tt: dict) -> _Group:
+        """Flow 1's group for a job: its unscheduled map tasks (workers), pending job or running one
+        short of the workers it asked for, with the joint cost of Eq. 6 (`joint_worker_cost`)."""
+        w0 = job.num_workers if job.status == "running" else 0
+        w_req = job.requested[1] if job.status == "running" else job.num_workers
+        idx = np.arange(w0, w_req)
+        tt_in = input_tt[job.job_id][idx]
+        ps = [t.node for t in job.tasks if t.role == "ps"] if job.status == "running" else None
+        tt, _ = joint_worker_cost(job, tt_in, band, cap, full, ps_nodes=ps)
+        return _Group(job, [f"{job.job_id}/w{i}" for i in idx], job.worker_demand, tt, partial=True)
+
     def decide(self, view: ClusterView) -> Decision:
         c = view.cluster
         cap = Capacity.of(view)
         full = Capacity(c.cpus * 1.0, c.memory * 1.0, c.nic * 1.0, c.gpus.astype(np.int64))  # nodes empty
         band = bandwidth(c)
         nt = waiting_times(view)
+        # the applications with unscheduled tasks: pending jobs, and running jobs short of the
+        # workers they asked for (they started with the slots there were, as map tasks do)
         jobs = {j.job_id: j for j in view.pending}
-        ft = {jid: residual_time(j) for jid, j in jobs.items()}  # Eq. (5)
+        jobs.update({j.job_id: j for j in view.running if j.num_workers < j.requested[1]})
+        ft = {jid: residual_time(j) for jid, j in jobs.items()}  # Eq. (5), Source -> App costs
+        self.last_ft = ft  # for tests and diagnostics: this round's Eq. 5 costs,
+        self.last_unsent = {}  # and per job the tasks the flow sent nowhere (no slot, none to wait for)
         rank = {jid: (ft[jid], j.arrival_s, k) for k, (jid, j) in enumerate(jobs.items())}
-        tt_w = {jid: worker_transfer(j, j.input_bytes_per_step, band) for jid, j in jobs.items()}  # Eq. 1
-        active = list(jobs)
-        solo = None  # a job solved alone: how a round goes on when the flow left every job short
+        input_tt = {  # Eq. (1) for every worker the job asked for
+            jid: worker_transfer(j, j.input_bytes_per_step, band, max(j.requested[1], j.num_workers))
+            for jid, j in jobs.items()
+        }
         d = Decision()
+        active = list(jobs)
         while active:
-            batch = [solo] if solo else active
-            # flow 1: the map tasks (workers) of the jobs in the batch
-            groups = [
-                _Group(jobs[j], [f"{j}/w{i}" for i in range(jobs[j].num_workers)], jobs[j].worker_demand,
-                       tt_w[j])
-                for j in batch
-            ]
+            # flow 1: the map tasks (workers) of every application with unscheduled ones
+            groups = [self._workers(jobs[j], band, cap, full, input_tt) for j in active]
             placed_w, waiting, short = self._stage(cap, full, nt, ft, rank, groups)
-            # flow 2: the reduce tasks (PS) of the jobs whose workers all got free slots, Eq. (2)
+            # flow 2: the reduce tasks (PS) of the pending jobs that got workers, Eq. (2); a running
+            # job keeps its PS
             groups = []
             for jid, where in placed_w.items():
                 j = jobs[jid]
-                tt = np.tile(ps_transfer(j, list(where.values()), band), (j.num_ps, 1))
-                groups.append(_Group(j, [f"{jid}/ps{i}" for i in range(j.num_ps)], j.ps_demand, tt))
-            placed_p, waiting_p, short_p = {}, set(), set()
+                if j.status == "pending":
+                    tt = np.tile(ps_transfer(j, list(where.values()), band), (j.num_ps, 1))
+                    groups.append(_Group(j, [f"{jid}/ps{i}" for i in range(j.num_ps)], j.ps_demand, tt))
+            placed_p, failed = {}, set()
             if groups:
                 placed_p, waiting_p, short_p = self._stage(cap, full, nt, ft, rank, groups)
-            for jid in sorted(waiting_p | short_p):  # the job cannot start whole: workers give back
-                for n in placed_w[jid].values():
+                failed = waiting_p | short_p
+            for jid in sorted(failed):  # no PS, no start: the workers give their slots back
+                for n in placed_w.pop(jid).values():
                     cap.take(n, jobs[jid].worker_demand, -1)
-            for jid, where in placed_p.items():
-                d.place.update(placed_w[jid])
-                d.place.update(where)
-            short |= short_p
-            done = set(placed_p) | waiting | waiting_p
-            if solo:  # placed, waiting or short, the solo job is settled for this round
-                done.add(solo)
-                solo = None
-            elif not done:  # the flow split the slots so that no job is whole: the job it ranks
-                solo = min(short, key=rank.__getitem__)  # first tries alone, then the others again
-                continue
-            active = [j for j in active if j not in done]
+            for jid, where in placed_w.items():
+                self._emit(d, jobs[jid], where, placed_p.get(jid, {}), input_tt[jid])
+            # the slots given back may serve the jobs that got none; every other job is settled
+            active = [j for j in active if j in short] if failed else []
         return d
+
+    @staticmethod
+    def _emit(d: Decision, job: JobView, workers: dict, ps: dict, tt_in: np.ndarray) -> None:
+        """Put the placed workers into the decision as the job's next worker indices (worker i
+        reads shard i), matched to the nodes by least input transfer (Eq. 1); a job that runs with
+        fewer workers than it has, or grows, gets its new (p, w)."""
+        w0 = job.num_workers if job.status == "running" else 0
+        nodes = list(workers.values())
+        idx = np.arange(w0, w0 + len(nodes))
+        rows, cols = linear_sum_assignment(np.minimum(tt_in[idx][:, nodes], 1e18))
+        for r, col in zip(rows, cols):
+            d.place[f"{job.job_id}/w{idx[r]}"] = nodes[col]
+        d.place.update(ps)
+        w = w0 + len(nodes)
+        if w != job.num_workers:
+            d.allocate[job.job_id] = (job.num_ps, w)

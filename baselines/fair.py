@@ -20,7 +20,10 @@ Choices where the sources leave room:
 - A job whose next slot fits nowhere is skipped and the others go on (a free slot is offered to the
   next job in the sorted order); no delay scheduling and no locality preference, which is why D²S
   finds FAIR among the worst at data locality (seed 001 Table 1). Tasks go where the placer puts
-  them (default spread, as for FIFO: heartbeating nodes fill roughly evenly).
+  them: by default FIFO's `Heartbeat` (baselines/fifo.py), the node asking for work while it has a
+  free slot, else a random node with one; D²S §4.2: "within a smaller cluster, FAIR applies the same
+  rule to assign tasks as FIFO". (Hadoop's fair scheduler gives one task per heartbeat unless
+  assignmultiple is set; the paper's "same rule" is followed.)
 - Non-preemptive: the fair scheduler's preemption timeouts are off by default in Hadoop.
 """
 
@@ -28,17 +31,20 @@ from __future__ import annotations
 
 import math
 
-from dlclusterenv.api import ClusterView, Decision, Scheduler
-from dlclusterenv.placers import Capacity, get_placer
+from dlclusterenv.api import ClusterView, Decision
+from dlclusterenv.placers import Capacity
+
+from .fifo import FIFO
 
 
-class FAIR(Scheduler):
+class FAIR(FIFO):
     name = "fair"
 
-    def __init__(self, placer: str = "spread"):
-        self.placer = get_placer(placer)
+    def __init__(self, placer: str = "heartbeat"):
+        super().__init__(placer)
 
     def decide(self, view: ClusterView) -> Decision:
+        place = self._round()
         c = view.cluster
         cap = Capacity.of(view)
         base, added, order = {}, {}, {}
@@ -64,7 +70,7 @@ class FAIR(Scheduler):
             nodes = []
             for role in unit:
                 dem = job.ps_demand if role == "ps" else job.worker_demand
-                n = self.placer(c, cap, dem, nodes)
+                n = place(c, cap, dem, nodes)
                 if n < 0:
                     break
                 cap.take(n, dem)

@@ -2,8 +2,8 @@
 with exponential back-off, and at once when a container arrives or leaves.
 
 Paper -> code:
-- Eq. (1) progress score P = |E(t_i) - E(t_{i-1})| / (t_i - t_{i-1}) and Eq. (2) growth efficiency
-  G = P / R, from each job's *observed* loss and the CPU it used (`_efficiency`).
+- Eq. (1) progress score P and Eq. (2) growth efficiency G = P / R per measurement interval (see
+  below), from each job's *observed* loss and the CPU it used (`_efficiency`).
 - Algorithm 1 (`algorithm1`): lines 2-13 move containers between NL / WL / CL by the threshold alpha;
   line 14-17 everything free (limit 1) and itval doubled when all are in CL; lines 18-26 limits from
   efficiency shares, the CL lower bound 1/(beta * n), WL limits unchanged.
@@ -20,15 +20,23 @@ Choices where the paper is ambiguous (each one is the reading the paper's number
   point with the slope of the last two (`_loss_now`). Taking the last point as is would show no
   progress in every interval in which no epoch ended and demote slow-epoch jobs for that alone.
   A container's G is measurable once it had an E at the previous run.
-- P is relative, |dE| / E(t_{i-1}) per second: the models' losses live on different scales (a VAE's
-  reconstruction loss ~100, a cross entropy ~0.3), and the paper compares every G with one alpha given
-  in percent and splits limits by G / sum(G) across models. G = P / R with R the container's average
-  share of the node's cores over the interval (a fraction, like the limits), so alpha = 0.05 reads
-  "5% of the loss per second per whole node".
-- A container whose G cannot be measured yet (new, or without two loss points) is presumed "young and
-  quickly growing": G := max(alpha, the largest measured G on the worker). This is what Sec. 5.3
-  describes when MNIST arrives at 40 s: the slowly growing VAE gets 0.25 = 1/(beta * 2) and the new
-  MNIST gets ~1.
+- G is measured per interval (issue 12): P = |E(t_i) - E(t_{i-1})| / E(t_{i-1}), the loss's relative
+  change over the measurement interval t_{i-1}..t_i (the time since Algorithm 1 last ran on the
+  worker), and G = P / R with R the container's average share of the node's cores over that
+  interval (Eq. 2: "the average resource usage of c_id within the interval"; a fraction, like the
+  limits). So alpha = 0.05 reads "the loss fell by 5% of itself in this interval, per whole node",
+  the sense in which Eq. 3 maximises the sum of G "in each interval" and Table 2 varies alpha from
+  1% to 15%. Eq. 1's division by t_i - t_{i-1} is left out: taken per second, every G measured on
+  the zoo's models was below ~0.03, under every alpha in Table 2, and alpha did nothing. Relative,
+  not absolute: the models' losses live on different scales (a VAE's reconstruction loss ~100, a
+  cross entropy ~0.3), and the paper compares every G with one alpha given in percent and splits
+  limits by G / sum(G) across models. Consequences of the per-interval reading: an interval cut
+  short by a listener (Alg. 2) measures less growth, and an interval lengthened by the back-off
+  more, which can bring a container back to NL.
+- A container whose G cannot be measured yet (new, or without two loss points) stays in NL, free:
+  limit 1 (Alg. 2 line 7, Sec. 5.3: the new MNIST is set to 1). In the shares of the others it
+  counts as "young and quickly growing", G := max(alpha, the largest measured G on the worker), so
+  that, as in Sec. 5.3 when MNIST arrives at 40 s, the slowly growing VAE gets 0.25 = 1/(beta * 2).
 - beta = 2: the only value consistent with that example (VAE at 1/(beta * n) = 0.25 with n = 2).
 - Defaults alpha = 5%, itval = 20 s: the setting of Sec. 5.3 / Fig. 7.
 - A "worker" of the paper is a node; each node runs its own lists and timer. A container is a job's
@@ -82,11 +90,18 @@ class WorkerState:
             d.pop(c, None)
 
 
-def algorithm1(s: WorkerState, g: dict[str, float], alpha: float, beta: float) -> None:
+def algorithm1(
+    s: WorkerState, g: dict[str, float], alpha: float, beta: float, young: frozenset[str] = frozenset()
+) -> None:
     """FlowCon Algorithm 1 on one worker: move containers between lists, then set their limits.
 
-    `g` holds every container's growth efficiency G (Eq. 2). Updates `s` in place."""
+    `g` holds every container's growth efficiency G (Eq. 2). `young` are containers whose G cannot
+    be measured yet (new, no interval of their own behind them): they stay in NL, free (limit 1,
+    Alg. 2 line 7 and Sec. 5.3: the new MNIST is set to 1), and count in the shares of the others at
+    their presumed G (`presume`). Updates `s` in place."""
     for c in s.members():  # lines 2-13
+        if c in young:
+            continue
         if g[c] < alpha and c in s.nl:
             s.nl.remove(c)
             s.wl.append(c)
@@ -110,7 +125,9 @@ def algorithm1(s: WorkerState, g: dict[str, float], alpha: float, beta: float) -
     floor = 1.0 / (beta * len(members))
     for c in members:  # lines 18-26
         share = float(g[c] / total) if total > 0 else 0.0
-        if c in s.cl:
+        if c in young:
+            s.limit[c] = 1.0  # new: unlimited until measured (Sec. 5.3)
+        elif c in s.cl:
             s.limit[c] = max(share, floor)  # lines 20-22
         elif c in s.nl:
             s.limit[c] = share  # line 26
@@ -178,13 +195,14 @@ class FlowCon(NA):
         return out
 
     def _efficiency(self, s: WorkerState, c: str, job: JobView, now: float) -> float | None:
-        """Eq. (1)-(2): G = P / R over the interval since the last run; None if not measurable."""
+        """Eq. (1)-(3): G = P / R over the interval since the last run, P the loss's relative change
+        in that interval; None if not measurable."""
         e_now = _loss_now(job)
         e_prev = s.e_prev.get(c)
         span = now - s.last_run
         if e_now is None or e_prev is None or span <= 0:
             return None
-        p = abs(e_now - e_prev) / e_prev / span if e_prev > 0 else 0.0
+        p = abs(e_now - e_prev) / e_prev if e_prev > 0 else 0.0
         r = s.used[c] / max(now - s.since[c], 1e-12)
         if r <= 0:
             return None if p > 0 else 0.0
@@ -192,7 +210,8 @@ class FlowCon(NA):
 
     def _run(self, s: WorkerState, here: dict[str, JobView], now: float) -> None:
         measured = {c: self._efficiency(s, c, here[c], now) for c in s.members()}
-        algorithm1(s, presume(measured, self.alpha), self.alpha, self.beta)
+        young = frozenset(c for c, v in measured.items() if v is None)
+        algorithm1(s, presume(measured, self.alpha), self.alpha, self.beta, young)
         s.last_run = now
         for c in s.members():  # the next interval starts here
             job = here[c]

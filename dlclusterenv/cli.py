@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     rp = sub.add_parser("reproduce", help="a seed paper's experiment: its claims beside ours")
     rp.add_argument("name", help="dltap, d2s, optimus, gandiva, flowcon or drf")
     rp.add_argument("--seeds", type=int, default=3)
-    rp.add_argument("--json", help="write [{claim, paper, simulated, direction_ok}] here")
+    rp.add_argument("--json", help="write [{claim, paper, simulated, direction_ok, ..., status}] here")
     sub.add_parser("envs", help="list the registered Gym env ids")
     fd = sub.add_parser("fidelity", help="score the speed model against measured step times")
     fd.add_argument("kind", nargs="?", choices=["pollux"], help="omit to score all of ../shared/profiles")
@@ -88,9 +88,10 @@ def main(argv: list[str] | None = None) -> int:
 
             claims = reproduce.run(a.name, a.seeds)
             w = max(len(c.claim) for c in claims)
-            print(f"{'claim':<{w}}  {'paper':>14}  {'simulated':>14}  direction")
+            print(f"{'claim':<{w}}  {'paper':>14}  {'simulated':>14}  status")
             for c in claims:
-                print(f"{c.claim:<{w}}  {c.paper:>14}  {c.simulated:>14}  {'ok' if c.direction_ok else 'WRONG'}")
+                tag = " (testbed)" if c.kind == "testbed" else ""
+                print(f"{c.claim:<{w}}  {c.paper:>14}  {c.simulated:>14}  {c.status}{tag}")
             if a.json:
                 import json
 

@@ -173,18 +173,61 @@ def test_global_flow_gives_the_local_slot_to_the_bigger_reader():
     assert decide("d2s", view) == {"B/w0": 0, "B/ps0": 0, "A/w0": 1, "A/ps0": 1}
 
 
-def test_whole_job_or_nothing():
-    """A job whose workers cannot all get a free slot does not start; one that fits does."""
+def test_map_tasks_start_with_the_slots_there_are():
+    """Fig. 2: an application may have only some of its tasks scheduled (Capacity(Source, App)).
+    Two 1-GPU nodes, A (3 workers, arrived first) and B (2): A starts with 2 workers, its third
+    left unscheduled; of equal residual times (both 0, Eq. 5) the earlier application goes first."""
     cluster = make_cluster(racks=1, nodes_per_rack=2, cpus=16, memory_gb=64, gpus=1, gpu_memory_gb=12)
     zoo = make_zoo(m=gpu_model(0.0))
     sim = make_sim(cluster, zoo, [("A", "m", 1, 3, (0,)), ("B", "m", 1, 2, (1,))])
-    place = decide("d2s", sim.view())
-    assert {t.split("/")[0] for t in place} == {"B"}
-    assert sorted(n for t, n in place.items() if "/w" in t) == [0, 1]
+    s = baselines.make("d2s")
+    s.reset(0)
+    d = s.decide(sim.view())
+    assert {t.split("/")[0] for t in d.place} == {"A"} and d.allocate == {"A": (1, 2)}
+    assert sorted(n for t, n in d.place.items() if "/w" in t) == [0, 1]
+
+
+def test_residual_time_ranks_running_applications():
+    """Eq. 5 acts: X and Y run 1 of the 4 workers they asked for on n0 (2 GPUs, full); n1 has 2
+    free GPUs. X started 100 s before Y, so at t = 200 X's residual time ut (1 - pr) / pr is 100 s
+    less than Y's (same speed). 6 unscheduled tasks, 4 slots (2 free, 2 to wait for on n0): the
+    flow keeps all 3 of X's and drops 2 of Y's, though Y is listed first."""
+    cluster = make_cluster(racks=1, nodes_per_rack=2, cpus=16, memory_gb=64, gpus=2, gpu_memory_gb=12)
+    zoo = make_zoo(m=gpu_model(0.0))
+    sim = make_sim(cluster, zoo, [("Y", "m", 1, 4), ("X", "m", 1, 4)], tick_s=100)
+    sim.apply(Decision(allocate={"X": (1, 1)}, place={"X/ps0": 0, "X/w0": 0}))
+    sim.advance()
+    sim.apply(Decision(allocate={"Y": (1, 1)}, place={"Y/ps0": 0, "Y/w0": 0}))
+    sim.advance()
+    view = sim.view()
+    s = baselines.make("d2s")
+    s.reset(0)
+    s.decide(view)
+    for j in (view.job("X"), view.job("Y")):
+        pr = j.steps_done / (j.max_epochs * j.steps_per_epoch)
+        assert s.last_ft[j.job_id] == pytest.approx(j.run_s * (1 - pr) / pr) and s.last_ft[j.job_id] > 0
+    assert s.last_ft["Y"] - s.last_ft["X"] == pytest.approx(100, rel=0.05)
+    assert s.last_unsent == {"Y": 2}
+
+
+def test_worker_arcs_pay_the_exchange():
+    """Eq. 6 is one minimum over input reads (Eq. 1) and the exchange (Eq. 2). Two racks, 10 MB/s
+    between them; J's split is on n0, where R leaves room for J's worker but not its PS. By input
+    reads alone the worker goes to n0 and its PS across the racks to n1; with the exchange (1 MB of
+    parameters per step against 1 kB of input) both go to n1."""
+    cluster = make_cluster(racks=2, nodes_per_rack=1, cpus=4, memory_gb=64, gpus=2, gpu_memory_gb=12,
+                           nic_MBps=100, uplink_MBps=10)
+    m = model_dict(compute_on="gpu", param_bytes=1e6, step_compute_s=0.1, steps_per_epoch=1000,
+                   input_bytes_per_step=1e3, worker={"cpu": 1.0, "mem_gb": 8.0, "gpu": 1},
+                   ps={"cpu": 2.0, "mem_gb": 4.0}, convergence={"rel_delta": 1e-9, "max_epochs": 10})
+    sim = make_sim(cluster, make_zoo(m=m), [("R", "m", 1, 1), ("J", "m", 1, 1, (0,))])
+    sim.apply(Decision(place={"R/ps0": 0, "R/w0": 0}))
+    assert decide("d2s", sim.view()) == {"J/w0": 1, "J/ps0": 1}
 
 
 def test_default_scenario_both_front_doors():
-    """D²S only places whole jobs, so the joint env expresses every decision."""
+    """D²S's starts and growths are all expressible in the joint env (re-adding a job in its new
+    shape)."""
     want = dlclusterenv.make_sim("default", 0).run(baselines.make("d2s")).summary()
     assert want["jobs_finished"] == 60 and want["jobs_unfinished"] == 0
     env = gym.make("DLClusterJoint-v0", scenario="default", max_jobs=64)

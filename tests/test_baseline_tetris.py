@@ -41,7 +41,7 @@ def test_alignment_picks_the_matching_node():
     view = sim.view()
     assert list(view.free_cpu) == [9.0, 3.5] and list(view.free_mem) == [2.5, 9.0]
     assert Tetris().decide(view).place == {"t/w0": 0, "t/ps0": 0}
-    assert baselines.make("fifo").decide(view).place["t/w0"] == 1
+    assert baselines.make("fifo", placer="spread").decide(view).place["t/w0"] == 1
 
 
 def test_remaining_work_term_puts_less_work_first():

@@ -44,5 +44,7 @@ def test_reproduce_drf_json(tmp_path):
     out = tmp_path / "drf.json"
     assert main(["reproduce", "drf", "--seeds", "1", "--json", str(out)]) == 0
     rows = json.loads(out.read_text())
-    assert rows and all(set(r) == {"claim", "paper", "simulated", "direction_ok"} for r in rows)
-    assert all(r["direction_ok"] for r in rows)
+    keys = {"claim", "paper", "simulated", "direction_ok", "paper_value", "sim_value", "upper", "kind",
+            "magnitude_ok", "status"}
+    assert rows and all(set(r) == keys for r in rows)
+    assert all(r["direction_ok"] and r["status"] == "ok" for r in rows)

@@ -7,15 +7,15 @@ over the 15 IC, 15 FR and 15 VC applications, here per seed and then over seeds.
 each worker (map task) at its start: data-local, rack-local or off-switch (Table 1: same models;
 Table 2: mixed). The max/min ratio is the worst over every experiment (model set and seed).
 
-Not reached, and why: D²S's advantage in the paper comes from moving less input data. Here a job's
-time is dominated by its worker-PS parameter exchange (32-89 MB per worker per step over 100 MB/s
-NICs and a 10 MB/s link between the racks), which the paper's MapReduce applications do not have and
-D²S's cost model does not see when it places workers (Eq. 1 counts input reads only; Eq. 2 places
-the PS after them). Following the input splits, which lie on random nodes, spreads a job over nodes
-and racks; so D²S gets the most data-local tasks but not shorter makespans than OTEA, which follows
-the same splits greedily, and jobs kept on one node finish in minutes while spread ones take days,
-so every locality-seeking policy has a far larger max/min ratio than FIFO and FAIR, which spread
-every job alike.
+Testbed observable besides the claims (issue 12): network traffic per experiment (Fig. 7-8: about
+5 GB for D2S, 7-15 GB for the others), the cross-node bytes of all jobs of an experiment, averaged
+over experiments. It is far off (thousands of GB): every worker-PS exchange of the whole epoch
+budget crosses the network here, and the input reads alone (all exchange taken away) are 16-40x the
+paper's traffic. The scenarios are not calibrated to it: the calibration needs an engine mechanism
+the speed model does not have (an exchange every k steps, local SGD / per-phase reduce) and a
+shorter application (the paper's applications are training phases that read part of the data set);
+see the README. Until then the makespan rows are measured under an exchange-dominated network that
+the paper's testbed did not have.
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ POLICIES = ("d2s", "otea", "fifo", "fair")
 PAPER_MAKESPAN_S = {"d2s": 1528.4, "otea": 2737.1, "fifo": 3264.2, "fair": 3593.2}  # averages of 45
 PAPER_RATIO = {"d2s": 6.2, "otea": 8.1, "fair": 9.8, "fifo": 19.3}  # worst max/min makespan
 PAPER_LOCAL = {"d2s": 61.8, "fair": 35.5, "otea": 27.3}  # data-local tasks, % (Table 1)
+# Fig. 7-8: "around 5G bytes for all workload-type applications in D2S ... other schedulers
+# fluctuate between 7G bytes and 15G bytes" (average network traffic in each experiment)
+PAPER_TRAFFIC_GB = {"d2s": 5.0, "others": (7.0, 15.0)}
 
 
 def run(seeds: int = 3) -> list[Claim]:
@@ -92,6 +95,8 @@ def run(seeds: int = 3) -> list[Claim]:
             f"{100 * loc['d2s']:.1f}% (FAIR {100 * loc['fair']:.1f}, OTEA {100 * loc['otea']:.1f}, "
             f"FIFO {100 * loc['fifo']:.1f})",
             bool(loc["d2s"] == max(loc.values())),
+            paper_value=PAPER_LOCAL["d2s"],
+            sim_value=100 * loc["d2s"],
         )
     )
     mix = {p: local(p, (MIXED,))[0] for p in POLICIES}
@@ -103,6 +108,41 @@ def run(seeds: int = 3) -> list[Claim]:
             bool(mix["d2s"] == max(mix.values())),
         )
     )
+    # the testbed observable besides the claims: network traffic per experiment (Fig. 7-8)
+    traffic = {p: float(np.mean([sum(r.cross_node_gb for r in runs[(sc, p, s)].jobs)
+                                 for sc in SAME + (MIXED,) for s in range(seeds)])) for p in POLICIES}
+    print("\ncross-node traffic per experiment (GB): " + ", ".join(f"{p} {traffic[p]:,.1f}" for p in POLICIES))
+    claims.append(
+        Claim(
+            "testbed: network traffic per experiment, D2S (Fig. 7-8)",
+            f"~{PAPER_TRAFFIC_GB['d2s']:.0f} GB",
+            f"{traffic['d2s']:,.1f} GB",
+            True,
+            paper_value=PAPER_TRAFFIC_GB["d2s"],
+            sim_value=traffic["d2s"],
+            kind="testbed",
+        )
+    )
+    others = [traffic[p] for p in POLICIES if p != "d2s"]
+    claims.append(
+        Claim(
+            "testbed: network traffic per experiment, OTEA / FIFO / FAIR (Fig. 7-8)",
+            "7-15 GB",
+            " / ".join(f"{traffic[p]:,.1f}" for p in POLICIES if p != "d2s") + " GB",
+            True,
+            paper_value=PAPER_TRAFFIC_GB["others"],
+            sim_value=float(np.mean(others)),
+            kind="testbed",
+        )
+    )
+    claims.append(
+        Claim(
+            "least network traffic (Fig. 7-8)",
+            "D2S least",
+            f"D2S {traffic['d2s']:,.1f} GB, next {min(others):,.1f} GB",
+            bool(traffic["d2s"] < min(others)),
+        )
+    )
     rt = {p: ratio(p) for p in POLICIES}
     claims.append(
         Claim(
@@ -110,6 +150,8 @@ def run(seeds: int = 3) -> list[Claim]:
             " / ".join(f"{PAPER_RATIO[p]}" for p in POLICIES),
             " / ".join(f"{rt[p]:.1f}" for p in POLICIES),
             bool(rt["d2s"] == min(rt.values())),
+            paper_value=PAPER_RATIO["d2s"],
+            sim_value=rt["d2s"],
         )
     )
     return claims
