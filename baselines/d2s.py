@@ -409,8 +409,11 @@ class D2S(Scheduler):
         w_req = job.requested[1] if job.status == "running" else job.num_workers
         idx = np.arange(w0, w_req)
         tt_in = input_tt[job.job_id][idx]
-        ps = [t.node for t in job.tasks if t.role == "ps"] if job.status == "running" else None
-        tt, _ = joint_worker_cost(job, tt_in, band, cap, full, ps_nodes=ps)
+        if job.comm == "allreduce":  # no reduce task: map costs only (Eq. 1); the paper has no
+            tt = tt_in               # all-reduce, so the exchange among workers is not priced
+        else:
+            ps = [t.node for t in job.tasks if t.role == "ps"] if job.status == "running" else None
+            tt, _ = joint_worker_cost(job, tt_in, band, cap, full, ps_nodes=ps)
         return _Group(job, [f"{job.job_id}/w{i}" for i in idx], job.worker_demand, tt, partial=True)
 
     def decide(self, view: ClusterView) -> Decision:
@@ -442,7 +445,7 @@ class D2S(Scheduler):
             groups = []
             for jid, where in placed_w.items():
                 j = jobs[jid]
-                if j.status == "pending":
+                if j.status == "pending" and j.comm == "ps":
                     tt = np.tile(ps_transfer(j, list(where.values()), band), (j.num_ps, 1))
                     groups.append(_Group(j, [f"{jid}/ps{i}" for i in range(j.num_ps)], j.ps_demand, tt))
             placed_p, failed = {}, set()
