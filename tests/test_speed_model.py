@@ -180,3 +180,25 @@ def test_file_without_one_gpu_rows_asks_for_step1(tmp_path):
 def test_scalability_layout_spreads_replicas_evenly(tmp_path):
     p = _write(tmp_path, ["3,8,16,0.9"], header="num_nodes,num_replicas,local_bsz,step_time")
     assert F.load_pollux(p)[0].layout == (3, 3, 2)
+
+
+def test_all_reduce_trace_jobs_run_through_every_front_door():
+    """Trace replays are all-reduce (no PS): the allocation envs offer no +PS for them, and a
+    resizing heuristic (DRF) gives them workers only."""
+    import gymnasium as gym
+
+    import baselines
+    import dlclusterenv
+
+    wl = {"kind": "fixed", "jobs": [{"model": "ResNet-50", "arrival_s": 0, "num_workers": 2,
+                                     "comm": "allreduce"},
+                                    {"model": "ResNet-50", "arrival_s": 10, "num_workers": 1}]}
+    sc = {"name": "ar", "cluster": "tiny", "engine": {"tick_s": 300}, "workload": wl}
+    m = dlclusterenv.make_sim(sc, 0).run(baselines.make("drf")).summary()
+    assert m["jobs_finished"] == 2
+    env = gym.make("DLClusterAlloc-v0", scenario=sc)
+    env.reset(seed=0)
+    job = env.unwrapped.slots()[0]
+    assert not job.uses_ps
+    mask = env.unwrapped.action_masks()
+    assert not mask[0] and mask[1]  # slot 0: +PS masked, +worker offered

@@ -197,10 +197,12 @@ def test_malformed_trace_row_names_the_trace_file_and_line(tmp_path):
 
 # ----------------------------------------------------------------------------- replays
 def test_philly_job_log_replay_maps_gpus_users_and_labels_synthetic():
-    specs = jobs(TRACE_JSON)
-    assert [(s.job_id, s.num_workers, s.num_ps, s.user) for s in specs] == [
-        ("application_1_0006", 1, 1, "dave"), ("application_1_0001", 2, 1, "alice"),
-        ("application_1_0002", 8, 2, "bob")]
+    specs = jobs(TRACE_JSON)  # trace jobs are all-reduce: workers only
+    assert [(s.job_id, s.num_workers, s.num_ps, s.user, s.comm) for s in specs] == [
+        ("application_1_0006", 1, 0, "dave", "allreduce"), ("application_1_0001", 2, 0, "alice", "allreduce"),
+        ("application_1_0002", 8, 0, "bob", "allreduce")]
+    ps = jobs({**TRACE_JSON, "comm": "ps"})  # as PS jobs: one PS per ps_ratio (4) workers
+    assert [(s.num_workers, s.num_ps, s.comm) for s in ps] == [(1, 1, "ps"), (2, 1, "ps"), (8, 2, "ps")]
     assert [s.arrival_s for s in specs] == [0.0, 60.0, 90.0]
     assert all(s.synthetic == ("model", "num_ps", "comm", "epoch_scale", "shard_nodes") for s in specs)
     assert specs == jobs(TRACE_JSON)  # same seed, same jobs
@@ -217,8 +219,8 @@ def test_alibaba_replay_on_its_node_list_cluster(tmp_path):
                 "workload": {**TRACE_PODS, "users": 2}}
     sim = make_sim(scenario, seed=3)
     assert [(s.job_id, s.num_workers, s.num_ps, s.user) for s in sim.specs] == [
-        ("openb-pod-0000", 1, 1, "u0"), ("openb-pod-0002", 8, 2, "u1"),
-        ("openb-pod-0006", 1, 1, "u0")]
+        ("openb-pod-0000", 1, 0, "u0"), ("openb-pod-0002", 8, 0, "u1"),
+        ("openb-pod-0006", 1, 0, "u0")]
     metrics = sim.run(baselines.make("fifo"))
     assert metrics.jobs_finished == 3
     assert {r.synthetic for r in metrics.jobs} == {"model;num_ps;comm;epoch_scale;shard_nodes;user"}

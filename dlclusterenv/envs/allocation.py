@@ -92,6 +92,8 @@ class _ProposalEnv(ClusterEnv):
             p, w = self._base(job)
             if added and p + w + len(added["ps"]) + len(added["worker"]) >= self.max_tasks_per_job:
                 ok[i] = False
+            if not job.uses_ps:
+                ok[i, 0] = False  # all-reduce jobs have no PS
         return ok
 
     def _end_round(self) -> Decision:
@@ -101,7 +103,7 @@ class _ProposalEnv(ClusterEnv):
             add = self._added.get(jid, {"ps": [], "worker": []})
             p0, w0 = self._base(job)
             p, w = p0 + len(add["ps"]), w0 + len(add["worker"])
-            if p < 1 or w < 1:  # a job needs both a PS and a worker to run
+            if (p < 1 and job.uses_ps) or w < 1:  # a PS job needs a PS and a worker to run
                 if jid in self._released:
                     d.preempt.append(jid)
                 continue
@@ -217,6 +219,8 @@ class AllocationEnv(_ProposalEnv):
         (role, node) added, or None with nothing added."""
         job = self.slots()[slot]
         p0, w0 = self._proposed(job)
+        if not job.uses_ps:  # an all-reduce job takes a shape's workers only
+            p = p0
         done: list[tuple[str, int]] = []
         if self._add_n(slot, "worker", w - w0, done) and self._add_n(slot, "ps", p - p0, done):
             return done
@@ -284,6 +288,10 @@ class AllocationEnv(_ProposalEnv):
             if not self._add_n(slot, "worker", w - w0 - len(workers), workers):
                 break
             ps: list[tuple[str, int]] = []
+            if not job.uses_ps:  # all-reduce: every shape with w workers is the same growth
+                for p, ww in self.shapes:
+                    row[self.shapes.index((p, ww))] |= ww == w and w != w0
+                continue
             for p in sorted({p for p, ww in self.shapes if ww == w and p >= p0}):
                 if not self._add_n(slot, "ps", p - p0 - len(ps), ps):
                     break

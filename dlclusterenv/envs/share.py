@@ -299,7 +299,7 @@ class ShareEnv(ClusterEnv):
             jid = job.job_id
             p = self._prop[jid]
             released = jid in self._released
-            if len(p.ps) < 1 or len(p.w) < 1:  # a job needs both a PS and a worker to run
+            if (len(p.ps) < 1 and job.uses_ps) or len(p.w) < 1:  # a PS job needs a PS and a worker
                 if released:
                     d.preempt.append(jid)
                 for _, g, _ in p.w:
@@ -357,7 +357,8 @@ class ShareEnv(ClusterEnv):
             fit = (free[None, None] >= self._need[:, :, None, :]).all(axis=3)  # (k, 2, n)
             sizes = np.array([len(self._prop[j.job_id].ps) + len(self._prop[j.job_id].w) for j in self._slots])
             fit &= (sizes < T)[:, None, None]
-            mask[: J * N].reshape(J, N)[:k, :n] = fit[:, 0]
+            uses_ps = np.array([j.uses_ps for j in self._slots])
+            mask[: J * N].reshape(J, N)[:k, :n] = fit[:, 0] & uses_ps[:, None]  # all-reduce: no PS
             # workers on GPUs: a GPU declared packed (by this round, else now) takes one more
             # worker only if the GPU memory of all of them fits (the simulator's check)
             ok = (declared == 0) | (self._occ == 0)
