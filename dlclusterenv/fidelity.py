@@ -343,7 +343,7 @@ def score_gavel(path: str | Path, overlap: Constants) -> dict:
     out = {}
     for gpu in ("k80", "p100", "v100"):
         mine = [e for e in entries if e["gpu"] == gpu]
-        pred, meas = [], []
+        pred, meas, sfs = [], [], []
         for fam in sorted({e["family"] for e in mine}):
             train = [e for e in mine if e["family"] != fam]
             c = _fit_gavel(train, overlap)
@@ -351,7 +351,13 @@ def score_gavel(path: str | Path, overlap: Constants) -> dict:
                 if e["family"] == fam:
                     pred.append(_gavel_ratio(e, c))
                     meas.append(e["consolidated"] / e["spread"])
-        out[gpu] = _scores(np.array(pred), np.array(meas), np.zeros(len(meas)))
+                    sfs.append(e["sf"])
+        pred, meas, sfs = np.array(pred), np.array(meas), np.array(sfs)
+        out[gpu] = _scores(pred, meas, np.zeros(len(meas)))  # Spearman pooled over scale factors
+        out[gpu]["spearman_per_sf"] = {  # over job types at one scale factor
+            int(k): _scores(pred[sfs == k], meas[sfs == k], np.zeros(int((sfs == k).sum())))["spearman_median"]
+            for k in np.unique(sfs)
+        }
         out[gpu]["measured_median_ratio"] = float(np.median(meas))
         out[gpu]["predicted_median_ratio"] = float(np.median(pred))
     return out
@@ -435,9 +441,10 @@ def cli(kind, file, params, gpu_type, comm, step1, json_out) -> None:
             print(_line(name, s))
         if "gavel" in out:
             print("Gavel consolidated / spread throughput ratio, leave-one-family-out per GPU type")
-            print(head + f" {'measured':>9} {'predicted':>9}  (median ratio)")
+            print(head + f" {'measured':>9} {'predicted':>9}  (median ratio)  spearman per scale factor")
             for gpu, s in out["gavel"].items():
-                print(_line(gpu, s) + f" {s['measured_median_ratio']:>9.2f} {s['predicted_median_ratio']:>9.2f}")
+                per = ", ".join(f"{k} GPUs {v:.2f}" for k, v in s["spearman_per_sf"].items())
+                print(_line(gpu, s) + f" {s['measured_median_ratio']:>9.2f} {s['predicted_median_ratio']:>9.2f}  {per}")
         c = out["constants"]["all"]
         print("constants fitted on all three placements files: " +
               ", ".join(f"{k}={v:.4g}" for k, v in c.items()))
