@@ -67,11 +67,12 @@ def test_killed_evaluate_leaves_no_process_no_partial_files_and_refuses_a_second
                      "--workers", "1", "--out", str(out)]) == 2
         assert f"--out {out}: another evaluation is writing there" in capsys.readouterr().err
         os.kill(proc.pid, sig)
-        assert proc.wait(timeout=10) == (143 if sig == signal.SIGTERM else -signal.SIGKILL)
+        code = proc.wait(timeout=10)
         deadline = time.monotonic() + 5
         while _group(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not _group(proc.pid), "processes of the killed evaluate are still running"
+        assert code == (143 if sig == signal.SIGTERM else -signal.SIGKILL)  # SIGTERM: an exit that unwinds
     finally:
         if _group(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)
