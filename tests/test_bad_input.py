@@ -74,6 +74,7 @@ def test_integer_actions_of_any_integer_type_act_alike(as_type):
 @pytest.mark.parametrize(
     "env_id, option, value",
     [
+        ("DLClusterPlace-v0", "scenario", 5),
         ("DLClusterPlace-v0", "time_scale_s", 0),  # ZeroDivisionError at reset
         ("DLClusterPlace-v0", "time_scale_s", -3600.0),  # observations outside the space
         ("DLClusterPlace-v0", "time_scale_s", math.inf),
@@ -103,7 +104,7 @@ def test_integer_actions_of_any_integer_type_act_alike(as_type):
 def test_a_bad_env_option_fails_at_make_naming_option_and_value(env_id, option, value):
     """Bug 8: gym.make kwargs were not validated."""
     with pytest.raises(ConfigError, match=rf"{option}.*\(value: {re.escape(repr(value))}\)"):
-        gym.make(env_id, scenario="tiny", **{option: value})
+        gym.make(env_id, **{"scenario": "tiny", option: value})
 
 
 def test_numpy_scalars_are_options_of_their_value():

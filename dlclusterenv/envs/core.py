@@ -20,6 +20,7 @@ one fails at `gym.make` with a ConfigError naming the option and the value, not 
 from __future__ import annotations
 
 import math
+import os
 from typing import Annotated, Any
 
 import gymnasium as gym
@@ -31,7 +32,7 @@ from ..api import Decision
 from ..config import ConfigError, read_yaml, validate
 from ..jobs import Job
 from ..sim import Simulator
-from ..workload import build, generate_jobs
+from ..workload import Scenario, build, generate_jobs
 
 REWARDS = ("jct", "makespan", "traffic", "utilisation")
 NODE_F, JOB_F, TASK_F, GLOBAL_F = 8, 10, 6, 5
@@ -65,7 +66,7 @@ class Options(BaseModel):
 
 
 class EnvOptions(Options):
-    """The options every env takes (`scenario` is checked when it is built)."""
+    """The options every env takes (a scenario's content is checked when it is built)."""
 
     scenario: Any = "default"
     max_nodes: Int | None = Field(default=None, ge=1)
@@ -75,6 +76,13 @@ class EnvOptions(Options):
     invalid_penalty: Num = Field(default=1.0, ge=0)
     max_steps: Int = Field(default=1_000_000, ge=1)
     shaping: Any = False
+
+    @field_validator("scenario")
+    @classmethod
+    def _scenario(cls, v: Any) -> Any:
+        if not isinstance(v, (str, os.PathLike, dict, Scenario)):
+            raise ValueError("expected a preset name, a YAML path, a dict or a Scenario")
+        return v
 
     @field_validator("reward")
     @classmethod
@@ -110,6 +118,7 @@ def _shaping_terms(shaping, weights: dict[str, float]) -> tuple[str, ...]:
 
 class ClusterEnv(gym.Env):
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    extra_options: type[Options] = Options  # a subclass's own options
 
     def __init__(
         self,
@@ -139,7 +148,7 @@ class ClusterEnv(gym.Env):
                     raise ConfigError(f"{config}: {k}: unknown env option (known: {sorted(allowed)})")
             given.update((k, kw.pop(k)) for k in list(kw) if k in EnvOptions.model_fields)
             self._config_extra = kw
-            self._where = f"{config}"
+            self._where = str(config)
         else:
             self._config_extra = {}
         o = validate(EnvOptions, given, self._where)
@@ -183,8 +192,6 @@ class ClusterEnv(gym.Env):
         self._mask = None
         self.decision_index = 0
         self.decision_hook = None  # set by adapter.SchedulerAdapter
-
-    extra_options: type[Options] = Options  # a subclass's own options
 
     def _extra(self, **given) -> Options:
         """The subclass's own options, those of the config YAML over the keyword arguments."""
