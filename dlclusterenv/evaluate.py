@@ -357,6 +357,8 @@ def claim(out: Path) -> Iterator[None]:
     second evaluation into it fails at once, naming it. A `.partial-*` folder found there was left
     by a SIGKILLed run and is removed. If the evaluation fails, `out` is removed again when this
     call created it and it is still empty."""
+    if out.exists() and not out.is_dir():
+        raise EvaluateError(f"--out {out}: exists and is not a directory")
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     fd = os.open(out, os.O_RDONLY)

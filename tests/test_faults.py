@@ -80,7 +80,7 @@ def test_killed_evaluate_leaves_no_process_no_partial_files_and_refuses_a_second
     assert _files(out) == previous  # the earlier evaluation's files, whole and alone
 
 
-def test_partial_output_of_a_sigkilled_run_is_removed_by_the_next(tmp_path):
+def test_claim_removes_a_sigkilled_runs_partial_folder_and_refuses_a_second_holder(tmp_path):
     out = tmp_path / "out"
     (out / ".partial-x").mkdir(parents=True)
     (out / ".partial-x" / "runs.csv").write_text("half")
@@ -88,6 +88,10 @@ def test_partial_output_of_a_sigkilled_run_is_removed_by_the_next(tmp_path):
         assert not (out / ".partial-x").exists()
     with claim(out), pytest.raises(EvaluateError, match="another evaluation is writing there"):
         with claim(out):
+            pass
+    (tmp_path / "file").write_text("")
+    with pytest.raises(EvaluateError, match="exists and is not a directory"):
+        with claim(tmp_path / "file"):
             pass
 
 
