@@ -352,9 +352,8 @@ def _need(d: Demand) -> np.ndarray:
 
 def _room(free: np.ndarray, d: Demand) -> np.ndarray:
     """How many tasks of demand `d` each node of the empty cluster holds."""
-    need = _need(d)
-    with np.errstate(divide="ignore"):
-        per = np.where(need[:, None] > 0, (free + 1e-9) / np.where(need > 0, need, 1)[:, None], np.inf)
+    need = _need(d)[:, None]
+    per = np.where(need > 0, (free + 1e-9) / np.where(need > 0, need, 1.0), np.inf)
     return np.floor(per.min(axis=0))
 
 
@@ -380,9 +379,11 @@ def never_fits(cluster: Cluster, m: ModelSpec, p: int, w: int) -> str | None:
     free = _free(cluster)
     total = p * _need(m.ps) + w * _need(m.worker)
     have = free.sum(axis=1)
-    for k, what in ((3, "GPUs"), (0, "CPU cores"), (1, "GB of memory"), (2, "B/s of bandwidth")):
+    for k, what, unit in ((3, "GPUs", 1), (0, "CPU cores", 1), (1, "GB of memory", 1),
+                          (2, "MB/s of NIC bandwidth", 1e6)):
         if total[k] > have[k] + 1e-6:
-            return f"needs {total[k]:g} {what}, the cluster {cluster.config.name!r} has {have[k]:g}"
+            return (f"needs {total[k] / unit:g} {what}, the cluster {cluster.config.name!r} has "
+                    f"{have[k] / unit:g}")
     reason = task_never_fits(cluster, m)
     if reason:
         return reason
@@ -401,19 +402,20 @@ def _check_fits(
     """A job that could never run on this cluster is a config error, not a silent starvation;
     the message names the key and value (or trace line) the job came from, or its model's key
     when a single task of the model fits no node."""
-    seen: dict[tuple[str, int, int], str | None] = {}
+    task_why: dict[str, str | None] = {}  # per model, then per shape: thousands of trace jobs
+    job_why: dict[tuple[str, int, int], str | None] = {}  # share a few of each
     for s, (origin, model_key) in zip(specs, origins):
         m = zoo.models[s.model]
-        if (s.model, 0, 0) not in seen:
-            seen[(s.model, 0, 0)] = task_never_fits(cluster, m)
-        if seen[(s.model, 0, 0)]:
-            raise ConfigError(f"{where}: {model_key}: job {s.job_id}: {seen[(s.model, 0, 0)]}")
+        if s.model not in task_why:
+            task_why[s.model] = task_never_fits(cluster, m)
+        if task_why[s.model]:
+            raise ConfigError(f"{where}: {model_key}: job {s.job_id}: {task_why[s.model]}")
         key = (s.model, s.num_ps, s.num_workers)
-        if key not in seen:
-            seen[key] = never_fits(cluster, m, s.num_ps, s.num_workers)
-        if seen[key]:
+        if key not in job_why:
+            job_why[key] = never_fits(cluster, m, s.num_ps, s.num_workers)
+        if job_why[key]:
             raise ConfigError(f"{where}: {origin}: job {s.job_id} ({s.model}, {s.num_ps} PS, "
-                              f"{s.num_workers} workers) {seen[key]}")
+                              f"{s.num_workers} workers) {job_why[key]}")
 
 
 def build(scenario: str | Path | Scenario | dict, seed: int = 0):
