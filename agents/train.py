@@ -22,6 +22,8 @@ What `--resume DIR` restores: from the last checkpoint's SB3 zip, the policy and
 optimizer (Adam) state, num_timesteps and the update count (so the learning-rate and clip schedules
 continue where they were); TensorBoard steps continue from num_timesteps in the same tb/ folder; the
 config comes from DIR/config.yaml (a --config given with --resume may only raise total_timesteps).
+A run killed before its first checkpoint has nothing to restore: `--resume` starts it again from
+step 0 (BC warm start included, its partial tb/ removed), so it ends as the uninterrupted run would.
 Not restored: the envs' episodes in progress (the envs are reset; their seeds are seed +
 num_timesteps + env index, so a resumed run is reproducible but does not replay the workloads the
 interrupted run would have seen) and SB3's 100-episode reward window.
@@ -38,6 +40,7 @@ import inspect
 import json
 import os
 import re
+import shutil
 import tempfile
 import time
 from functools import partial
@@ -364,11 +367,12 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool 
     from stable_baselines3.common.logger import configure
 
     out = Path(out)
-    if resume:
-        found = checkpoints(out)
-        if not found:
-            raise ConfigError(f"--resume {out}: no checkpoint in {out / 'checkpoints'}")
+    found = checkpoints(out) if resume else []
+    if found:
         run = json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
+    elif resume:  # killed before its first checkpoint: start again from step 0, as a fresh run
+        shutil.rmtree(out / "tb", ignore_errors=True)
+        run = {}
     else:
         if (out / "config.yaml").exists():
             raise ConfigError(f"--out {out} already holds a run; resume it with --resume {out} "
@@ -378,7 +382,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool 
     save_config(cfg, out / "config.yaml")
     run["wall_s_before"] = run.get("wall_s", 0.0)
     t0 = time.perf_counter()
-    if resume:
+    if found:
         step, path = found[-1]
         venv = make_vec(cfg, cfg.seed + step)
         model = algo_class(cfg.algo).load(path, env=venv, device=cfg.device)
@@ -387,7 +391,7 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool 
         venv = make_vec(cfg, cfg.seed)
         model = new_model(cfg, venv)
     model.set_logger(configure(str(out / "tb"), ["tensorboard"]))
-    if cfg.bc and not resume:
+    if cfg.bc and not found:
         from .bc import warm_start
 
         run["bc"] = warm_start(model, cfg, model.logger)

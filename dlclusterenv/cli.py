@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from . import ENV_IDS, evaluate
@@ -38,7 +40,23 @@ def _scenario(a: argparse.Namespace):
     return scenario
 
 
+def _exit_on_sigterm(signum, frame) -> None:
+    """SIGTERM (kill PID) unwinds like Ctrl-C instead of ending the process on the spot, so the
+    finally blocks run: evaluate's pool workers are stopped and its partial output removed."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    if threading.current_thread() is not threading.main_thread():
+        return _main(argv)
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> int:
     ap = argparse.ArgumentParser(prog="dlcluster", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     ev = sub.add_parser("evaluate", help="compare policies over seeds; leaderboard, CSVs, plots")

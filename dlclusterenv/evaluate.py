@@ -12,27 +12,43 @@ leaderboard, never into `runs.csv`.
 Policies: a baseline name (`baselines.REGISTRY`), or a learned-policy spec `KIND:PATH` (e.g.
 `maskableppo:runs/ppo.zip`) dispatched to `agents.learned.run_learned(spec, scenario, seed)`.
 
-Every file is written atomically (a temporary file beside the target, then a rename), so a killed
-run never leaves a half-written CSV or PNG, and an error while writing leaves the old file intact.
+Output: one run owns `--out` while it runs (a lock on the directory): a second run into it is
+refused with an EvaluateError at once, not interleaved with the first. Nothing is written until
+every run is done; then all files are written into a hidden `.partial-*` folder in `out` and
+renamed into place together, with SIGTERM and SIGINT held back for the renames, so `out` holds
+every file of one evaluation or the previous contents, never a mix. A failed or killed run removes
+its partial folder (a SIGKILLed one leaves it hidden, for the next run into `out` to remove) and
+the `out` directory if it created it.
+
+Workers: the local backend's pool workers are terminated when the sweep stops early (a failed
+run, Ctrl-C, or SIGTERM, which `dlcluster` turns into an exit that unwinds), and each worker exits
+by itself within a second of its parent's death (SIGKILL), so no sweep work outlives the command.
 """
 
 from __future__ import annotations
 
 import csv
+import fcntl
 import io
 import math
+import multiprocessing
 import os
+import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from . import make_sim
+from .metrics import JobRecord
 from .workload import Scenario, build
 
 BACKENDS = ("local", "ray")
@@ -121,6 +137,22 @@ def run_one(scenario: str | Path | Scenario | dict, policy: str, seed: int) -> R
     )
 
 
+def _worker_init() -> None:
+    """A pool worker takes SIGTERM as the default (an inherited handler that raises would let the
+    pool catch the exception and the worker live on), leaves Ctrl-C to its parent, and exits when
+    its parent dies (after a SIGKILL nobody else would stop it)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def _run_local(scenario, tasks: list[tuple[str, int]], workers: int) -> Iterator[RunResult]:
     """A process pool (one per core by default); one worker runs in this process instead."""
     if workers == 1:
@@ -130,11 +162,16 @@ def _run_local(scenario, tasks: list[tuple[str, int]], workers: int) -> Iterator
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     n = workers or len(os.sched_getaffinity(0))
-    pool = ProcessPoolExecutor(max_workers=min(n, len(tasks)))
+    before = set(multiprocessing.active_children())
+    pool = ProcessPoolExecutor(max_workers=min(n, len(tasks)), initializer=_worker_init)
     try:
         for f in as_completed([pool.submit(run_one, scenario, p, s) for p, s in tasks]):
             yield f.result()
-    finally:  # a failed run stops the sweep: queued runs are dropped, not run to completion
+    except BaseException:  # a failed run, Ctrl-C or SIGTERM: runs in progress are not waited for
+        for proc in set(multiprocessing.active_children()) - before:
+            proc.terminate()
+        raise
+    finally:  # queued runs are dropped, not run to completion
         pool.shutdown(wait=True, cancel_futures=True)
 
 
@@ -213,15 +250,20 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
         raise
 
 
-def write_csv(path: Path, rows: list[dict]) -> None:
-    """Rows (all with the first row's keys, in that order) as CSV, atomically. Floats are written
-    with repr, the shortest exact form, so equal results give equal bytes."""
+def write_csv(path: Path, rows: list[dict], columns: list[str] | None = None) -> None:
+    """Rows (all with `columns`, default the first row's keys, in that order) as CSV, atomically;
+    no rows give the header alone. Floats are written with repr, the shortest exact form, so equal
+    results give equal bytes."""
+    if columns is None:
+        if not rows:
+            raise ValueError(f"{path.name}: no rows, so the columns must be given")
+        columns = list(rows[0])
     buf = io.StringIO(newline="")
-    w = csv.DictWriter(buf, fieldnames=list(rows[0]), extrasaction="raise", lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=columns, extrasaction="raise", lineterminator="\n")
     w.writeheader()
     for i, row in enumerate(rows):
-        if row.keys() != rows[0].keys():
-            raise ValueError(f"{path.name}: row {i + 1} has columns {list(row)}, expected {list(rows[0])}")
+        if list(row) != columns:
+            raise ValueError(f"{path.name}: row {i + 1} has columns {list(row)}, expected {columns}")
         w.writerow(row)
     atomic_write(path, lambda tmp: tmp.write_text(buf.getvalue()))
 
@@ -285,20 +327,67 @@ def evaluate(
     scenario, policies: list[str], seeds: int, out: Path, *, workers: int = 0, backend: str = "local",
     ray_address: str | None = None, progress: bool = True, first_seed: int = 0,
 ) -> list[dict[str, Any]]:
-    """The sweep, then runs.csv, jobs.csv, timing.csv and the plots in `out`; returns the leaderboard."""
+    """The sweep, then runs.csv, jobs.csv, timing.csv and the plots in `out`; returns the leaderboard.
+    See the module docstring for how `out` is held and filled."""
     build(scenario, 0)  # a bad scenario fails here, once, before any worker or Ray task starts
-    results = sweep(scenario, policies, seeds, workers=workers, backend=backend, ray_address=ray_address,
-                    progress=progress, first_seed=first_seed)
-    out.mkdir(parents=True, exist_ok=True)
-    write_csv(out / "runs.csv", [{"policy": r.policy, "seed": r.seed, **r.summary} for r in results])
-    write_csv(out / "jobs.csv", [{"policy": r.policy, "seed": r.seed, **j} for r in results for j in r.jobs])
-    write_csv(out / "timing.csv", [
-        {"policy": r.policy, "seed": r.seed, "decision_latency_ms": r.latency_ms, "wall_s": r.wall_s}
-        for r in results
-    ])
-    board = leaderboard(results, policies)
-    plots(out, [r["policy"] for r in board], results)  # bars and legends in leaderboard order
+    with claim(out):
+        results = sweep(scenario, policies, seeds, workers=workers, backend=backend,
+                        ray_address=ray_address, progress=progress, first_seed=first_seed)
+        board = leaderboard(results, policies)
+        stage = Path(tempfile.mkdtemp(dir=out, prefix=".partial-"))
+        try:
+            write_csv(stage / "runs.csv", [{"policy": r.policy, "seed": r.seed, **r.summary} for r in results])
+            write_csv(stage / "jobs.csv",
+                      [{"policy": r.policy, "seed": r.seed, **j} for r in results for j in r.jobs],
+                      ["policy", "seed", *(f.name for f in fields(JobRecord))])
+            write_csv(stage / "timing.csv", [
+                {"policy": r.policy, "seed": r.seed, "decision_latency_ms": r.latency_ms, "wall_s": r.wall_s}
+                for r in results
+            ])
+            plots(stage, [r["policy"] for r in board], results)  # bars and legends in leaderboard order
+            _move_all(stage, out)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
     return board
+
+
+@contextmanager
+def claim(out: Path) -> Iterator[None]:
+    """Hold `out` (created if missing) for one evaluation: an exclusive lock on the directory, so a
+    second evaluation into it fails at once, naming it. A `.partial-*` folder found there was left
+    by a SIGKILLed run and is removed. If the evaluation fails, `out` is removed again when this
+    call created it and it is still empty."""
+    if out.exists() and not out.is_dir():
+        raise EvaluateError(f"--out {out}: exists and is not a directory")
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise EvaluateError(f"--out {out}: another evaluation is writing there; wait for it to "
+                                "finish or choose another --out") from None
+        for stale in out.glob(".partial-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        yield
+    except BaseException:
+        if created and not any(out.iterdir()):
+            out.rmdir()
+        raise
+    finally:
+        os.close(fd)
+
+
+def _move_all(stage: Path, out: Path) -> None:
+    """Rename every file of `stage` into `out`, with SIGTERM and SIGINT held back until the last
+    rename, so a kill cannot leave files of two evaluations side by side."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    try:
+        for name in sorted(os.listdir(stage)):
+            os.replace(stage / name, out / name)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _save(fig, out: Path, name: str) -> None:
@@ -340,7 +429,8 @@ def plots(out: Path, policies: list[str], results: list[RunResult]) -> None:
             tl = np.array(r.timeline)
             ax.step(tl[:, 0] / 3600, tl[:, 2], where="post", label=r.policy, lw=1)
     ax.set(xlabel="time (h)", ylabel="GPUs busy (fraction)", title="GPU utilisation, seed 0")
-    ax.legend(fontsize=7, ncol=2)
+    if ax.get_legend_handles_labels()[0]:  # no lines without jobs
+        ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     _save(fig, out, "utilisation")
     plt.close(fig)

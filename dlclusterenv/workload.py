@@ -21,23 +21,40 @@ import functools
 import math
 import warnings
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
 from .cluster import Cluster, build_cluster
-from .config import CONFIG_DIR, ConfigError, ModelZoo, _Strict, load_zoo, read_yaml, resolve, validate
+from .config import (
+    CONFIG_DIR,
+    ConfigError,
+    Demand,
+    ModelSpec,
+    ModelZoo,
+    _Strict,
+    load_zoo,
+    read_yaml,
+    resolve,
+    validate,
+)
 from .jobs import JobSpec, convergence_epoch
 from .traces import TraceError, TraceSet, TraceWarning, _parse_time, data_path, load_trace
 
 
+# Workload models refuse inf and nan (window_s: .inf, a .nan model weight) and take integers
+# strictly (num_jobs: true is not 1), like the env options.
+_FINITE = ConfigDict(allow_inf_nan=False)
+
+
 class FixedJob(_Strict):
+    model_config = _FINITE
     model: str
     arrival_s: float = Field(ge=0)
-    num_ps: int | None = Field(default=None, ge=1)
-    num_workers: int | None = Field(default=None, ge=1)
-    shard_nodes: list[int] | None = None
+    num_ps: StrictInt | None = Field(default=None, ge=1)
+    num_workers: StrictInt | None = Field(default=None, ge=1)
+    shard_nodes: list[StrictInt] | None = None
     epoch_scale: float = Field(default=1.0, gt=0)
     comm: Literal["ps", "allreduce"] | None = Field(default=None, description="default: the model's")
     user: str = "default"
@@ -47,6 +64,7 @@ class FixedJob(_Strict):
 class TraceWindow(_Strict):
     """Which trace, in which format, and which part of it (see dlclusterenv.traces)."""
 
+    model_config = _FINITE
     path: str = Field(description="absolute, or relative to the repository root")
     format: Literal["philly_csv", "philly_json", "alibaba_csv"] = "philly_csv"
     vc: str | None = Field(default=None, description="Philly: virtual cluster; Alibaba: QoS class")
@@ -54,7 +72,7 @@ class TraceWindow(_Strict):
         default=None, description="inclusive: a date (Philly) or seconds after the first submit"
     )
     end: str | float | None = Field(default=None, description="exclusive, as start")
-    first_n: int | None = Field(default=None, ge=1)
+    first_n: StrictInt | None = Field(default=None, ge=1)
     time_scale: float = Field(default=1.0, gt=0, description="multiplies submit times, durations")
     skip_bad_rows: bool = False
     fractional_gpu: Literal["skip", "whole"] = Field(
@@ -78,25 +96,32 @@ class TraceWindow(_Strict):
         return self
 
 
+Count = Annotated[StrictInt, Field(ge=1)]
+Scale = Annotated[StrictFloat, Field(gt=0)]
+
+
 class Workload(_Strict):
+    model_config = _FINITE
     kind: Literal["fixed", "uniform", "poisson", "trace"]
     jobs: list[FixedJob] = []  # fixed
-    num_jobs: int = Field(default=0, ge=0)  # uniform / poisson
+    num_jobs: StrictInt = Field(default=0, ge=0)  # uniform / poisson
     window_s: float = Field(default=0.0, ge=0)  # uniform arrivals in [0, window_s]
     rate_per_s: float = Field(default=0.0, ge=0)  # poisson
     trace: TraceWindow | None = None
-    models: dict[str, float] = Field(default_factory=dict, description="model -> draw weight")
-    num_ps: tuple[int, int] | None = None  # inclusive range; None = the model's default
-    num_workers: tuple[int, int] | None = None
-    epoch_scale: tuple[float, float] = (1.0, 1.0)
-    shards_per_job: int = Field(default=0, ge=0, description="input shards placed on random nodes")
+    models: dict[str, Annotated[float, Field(ge=0)]] = Field(
+        default_factory=dict, description="model -> draw weight")
+    num_ps: tuple[Count, Count] | None = None  # inclusive range; None = the model's default
+    num_workers: tuple[Count, Count] | None = None
+    epoch_scale: tuple[Scale, Scale] = (1.0, 1.0)
+    shards_per_job: StrictInt = Field(default=0, ge=0, description="input shards placed on random "
+                                      "nodes; worker i reads shard i mod shards_per_job")
     comm: Literal["ps", "allreduce"] | None = Field(
         default=None,
         description="the jobs' communication pattern; default: the model's for generated jobs,"
         " allreduce for trace replays (the traces' jobs ran all-reduce or on one GPU)",
     )
-    ps_ratio: int = Field(default=4, ge=1, description="trace replay with comm: ps: workers per PS")
-    users: int = Field(
+    ps_ratio: StrictInt = Field(default=4, ge=1, description="trace replay with comm: ps: workers per PS")
+    users: StrictInt = Field(
         default=1, ge=1,
         description="jobs are spread round-robin over users (trace jobs with a user keep it)",
     )
@@ -206,6 +231,17 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
         raise ConfigError(f"{where}: workload.models: weights must be >= 0 and not all 0")
     if len(names):
         probs /= probs.sum()
+
+    if w.shards_per_job:
+        # worker i reads shard i mod shards_per_job: shards beyond the most workers a job of the
+        # mix could ever run are never read, and a million of them per job only fill memory
+        most = max(_room(_free(cluster), zoo.models[n].worker).sum()
+                   for n in names + [j.model for j in w.jobs])
+        if w.shards_per_job > most:
+            raise ConfigError(
+                f"{where}: workload.shards_per_job: {w.shards_per_job}: no job of this workload "
+                f"can run more than {int(most)} workers on cluster {cluster.config.name!r}, and "
+                "worker i reads shard i mod shards_per_job, so the rest would never be read")
 
     def shards() -> tuple[int, ...]:
         return tuple(int(x) for x in rng.integers(0, cluster.n_nodes, w.shards_per_job))
@@ -318,27 +354,81 @@ def _scale_for_duration(m, p: int, w: int, duration_s: float) -> float:
     return target / convergence_epoch(m)
 
 
+def _free(cluster: Cluster) -> np.ndarray:
+    """(CPU, memory, bandwidth, GPUs) x nodes of the empty cluster."""
+    return np.stack([cluster.cpus, cluster.memory, cluster.nic, cluster.gpus.astype(float)])
+
+
+def _need(d: Demand) -> np.ndarray:
+    return np.array([d.cpu, d.mem_gb, d.bw_MBps * 1e6, d.gpu], dtype=float)
+
+
+def _room(free: np.ndarray, d: Demand) -> np.ndarray:
+    """How many tasks of demand `d` each node of the empty cluster holds."""
+    need = _need(d)[:, None]
+    per = np.where(need > 0, (free + 1e-9) / np.where(need > 0, need, 1.0), np.inf)
+    return np.floor(per.min(axis=0))
+
+
+def task_never_fits(cluster: Cluster, m: ModelSpec) -> str | None:
+    """Why no node can hold a PS or a worker of `m` (CPU, memory, bandwidth and GPU together on
+    one node: a GPU worker needs the CPU of a GPU node, not of the largest node), or None."""
+    free = _free(cluster)
+    for role, d in (("worker", m.worker), ("ps", m.ps)):
+        if not (_room(free, d) >= 1).any():
+            return (f"a {role} needs {d.cpu:g} CPU / {d.mem_gb:g} GB{' / a GPU' if d.gpu else ''}"
+                    f"{f' / {d.bw_MBps:g} MB/s' if d.bw_MBps else ''} on one node, more than any "
+                    f"node of cluster {cluster.config.name!r} has")
+    return None
+
+
+def never_fits(cluster: Cluster, m: ModelSpec, p: int, w: int) -> str | None:
+    """Why a job of model `m` with p PS and w workers can never run on `cluster`, or None.
+
+    A job runs only with every task placed at once, so it is checked on the empty cluster: the
+    cluster's totals, one task on one node (task_never_fits), and each role alone in the nodes'
+    room for it. These conditions are necessary, not sufficient (an exact check is bin packing),
+    so a job refused here truly never runs."""
+    free = _free(cluster)
+    total = p * _need(m.ps) + w * _need(m.worker)
+    have = free.sum(axis=1)
+    for k, what, unit in ((3, "GPUs", 1), (0, "CPU cores", 1), (1, "GB of memory", 1),
+                          (2, "MB/s of NIC bandwidth", 1e6)):
+        if total[k] > have[k] + 1e-6:
+            return (f"needs {total[k] / unit:g} {what}, the cluster {cluster.config.name!r} has "
+                    f"{have[k] / unit:g}")
+    reason = task_never_fits(cluster, m)
+    if reason:
+        return reason
+    for role, d, n in (("worker", m.worker, w), ("ps", m.ps, p)):
+        room = int(min(_room(free, d).sum(), n))
+        if room < n:
+            return (f"{n} {role}s do not fit: the nodes of cluster {cluster.config.name!r} hold "
+                    f"{room} at most")
+    return None
+
+
 def _check_fits(
     specs: list[JobSpec], origins: list[tuple[str, str]], cluster: Cluster, zoo: ModelZoo,
     where: str,
 ) -> None:
     """A job that could never run on this cluster is a config error, not a silent starvation;
-    the message names the key and value (or trace line) the job came from."""
+    the message names the key and value (or trace line) the job came from, or its model's key
+    when a single task of the model fits no node."""
+    task_why: dict[str, str | None] = {}  # per model, then per shape: thousands of trace jobs
+    job_why: dict[tuple[str, int, int], str | None] = {}  # share a few of each
     for s, (origin, model_key) in zip(specs, origins):
         m = zoo.models[s.model]
-        need_gpu = s.num_workers * m.worker.gpu
-        if need_gpu > cluster.n_gpus:
-            raise ConfigError(
-                f"{where}: {origin}: job {s.job_id} ({s.model}, {s.num_workers} workers) needs "
-                f"{need_gpu} GPUs, the cluster {cluster.config.name!r} has {cluster.n_gpus}"
-            )
-        for role, d in (("ps", m.ps), ("worker", m.worker)):
-            if d.cpu > cluster.cpus.max() or d.mem_gb > cluster.memory.max():
-                raise ConfigError(
-                    f"{where}: {model_key}: job {s.job_id}: a {role} needs "
-                    f"{d.cpu} CPU / {d.mem_gb} GB, more than any node of cluster "
-                    f"{cluster.config.name!r} has"
-                )
+        if s.model not in task_why:
+            task_why[s.model] = task_never_fits(cluster, m)
+        if task_why[s.model]:
+            raise ConfigError(f"{where}: {model_key}: job {s.job_id}: {task_why[s.model]}")
+        key = (s.model, s.num_ps, s.num_workers)
+        if key not in job_why:
+            job_why[key] = never_fits(cluster, m, s.num_ps, s.num_workers)
+        if job_why[key]:
+            raise ConfigError(f"{where}: {origin}: job {s.job_id} ({s.model}, {s.num_ps} PS, "
+                              f"{s.num_workers} workers) {job_why[key]}")
 
 
 def build(scenario: str | Path | Scenario | dict, seed: int = 0):

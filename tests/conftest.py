@@ -10,6 +10,7 @@ Hypothesis profiles (pick one with HYPOTHESIS_PROFILE=<name>):
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -30,6 +31,18 @@ torch.set_num_threads(1)
 
 SCENARIO = "tiny"
 ENV_IDS = dlclusterenv.ENV_IDS
+# A scenario without jobs: a trace window after the end of the trace (reset() returns a finished
+# episode, evaluate has no job rows to write).
+ZERO_JOBS = {
+    "name": "zero-jobs",
+    "cluster": "tiny",
+    "workload": {
+        "kind": "trace",
+        "models": {"ResNet-50": 1},
+        "trace": {"path": str(Path(__file__).parent / "data" / "philly_cluster_job_log.json"),
+                  "format": "philly_json", "start": "2030-01-01"},
+    },
+}
 
 
 def make_env(env_id: str, **kw) -> gym.Env:

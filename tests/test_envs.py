@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import yaml
 from conftest import ENV_IDS, end_action, make_env, random_valid_action, run_random_episode
+from test_properties import state_of
 
 import dlclusterenv
 from dlclusterenv import ConfigError
@@ -159,6 +160,11 @@ def test_episode_end_reports_metrics(env_id):
     # the env's metrics are the simulator's
     summary = env.unwrapped.sim.metrics().summary()
     assert {k: v for k, v in m.items() if k != "decision_latency_ms"} == summary
+    # stepped again with its one valid action, a finished episode stays finished, unchanged
+    before = state_of(env.unwrapped.sim)
+    _, r, term, _, info = env.step(random_valid_action(env, rng))
+    assert (r, term, info["invalid_action"]) == (0.0, True, False)
+    assert state_of(env.unwrapped.sim) == before
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)

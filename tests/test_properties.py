@@ -14,9 +14,12 @@ Invariants checked after every step / decision (``check_invariants``):
 
 from __future__ import annotations
 
+import math
+
+import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import ENV_IDS, make_env
+from conftest import ENV_IDS, ZERO_JOBS
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -122,15 +125,24 @@ def state_of(sim):
 # --------------------------------------------------------------------------- envs
 # An action request: ("raw", k) -> k mod n (any in-range action, valid or not); ("invalid", k) ->
 # a masked-out action if there is one, else one out of range; ("valid", k) -> a valid action,
-# preferring ones that do something over end-of-round / defer.
+# preferring ones that do something over end-of-round / defer; ("nonint", k) -> something that is
+# not an integer (a ValueError that must change nothing), often one that truncates to a valid action.
 ACTIONS = st.lists(
-    st.tuples(st.sampled_from(["raw", "invalid", "valid", "valid"]), st.integers(0, 1 << 16)),
+    st.tuples(st.sampled_from(["raw", "invalid", "valid", "valid", "nonint"]), st.integers(0, 1 << 16)),
     max_size=400,
 )
 
 
-def _choose(kind: str, k: int, mask: np.ndarray) -> int:
+def _not_integers(a: int) -> list:
+    return [a + 0.5, float(a), np.float32(a) + np.float32(0.7), str(a), None, math.nan, True,
+            [a, 0], np.array([a, a]), np.array(float(a))]
+
+
+def _choose(kind: str, k: int, mask: np.ndarray):
     n = len(mask)
+    if kind == "nonint":
+        options = _not_integers(int(np.flatnonzero(mask)[k % int(mask.sum())]))
+        return options[k % len(options)]
     if kind == "raw":
         return k % n
     if kind == "invalid":
@@ -142,14 +154,17 @@ def _choose(kind: str, k: int, mask: np.ndarray) -> int:
     return int(good[k % len(good)]) if len(good) else n - 1
 
 
+@pytest.mark.parametrize("scenario", ["tiny", "zero-jobs"])
 @pytest.mark.parametrize("env_id", ENV_IDS)
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 2**16), actions=ACTIONS, tail=st.sampled_from(["end", "end", "greedy"]))
-def test_env_random_actions_keep_invariants(env_id, seed, actions, tail):
+def test_env_random_actions_keep_invariants(env_id, scenario, seed, actions, tail):
     """Actions from the list, then (tail="end") the end-of-round / defer action until the episode
     ends or is truncated at MAX_STEPS; tail="greedy" (valid actions other than end/defer, taken in
-    rotation while there are any) also drives some episodes to termination."""
-    env = make_env(env_id, max_steps=MAX_STEPS)
+    rotation while there are any) also drives some episodes to termination. A scenario without
+    jobs is an episode finished at reset that every action keeps finished."""
+    env = gym.make(env_id, scenario=ZERO_JOBS if scenario == "zero-jobs" else scenario,
+                   max_steps=MAX_STEPS)
     u = env.unwrapped
     obs, _ = env.reset(seed=seed)
     space = u.observation_space
@@ -157,8 +172,8 @@ def test_env_random_actions_keep_invariants(env_id, seed, actions, tail):
     sim = u.sim
     check_invariants(sim)
     now = sim.now
-    end = u.action_space.n - 1  # end of round (allocation envs) / defer (placement env)
-    for step in range(MAX_STEPS + 1):
+    end = int(u.action_space.n) - 1  # end of round (allocation envs) / defer (placement env)
+    for step in range(MAX_STEPS + 1 + len(actions)):  # non-integers take no step
         mask = u.action_masks().copy()
         if step < len(actions):
             a = _choose(actions[step][0], actions[step][1], mask)
@@ -167,6 +182,12 @@ def test_env_random_actions_keep_invariants(env_id, seed, actions, tail):
             a = int(good[step % len(good)])
         else:
             a = end
+        if type(a) is not int:
+            before, steps = state_of(sim), u.steps
+            with pytest.raises(ValueError, match="is not an integer"):
+                env.step(a)
+            assert state_of(sim) == before and u.steps == steps, f"{a!r} changed the episode"
+            continue
         valid = 0 <= a < len(mask) and bool(mask[a])
         before = None if valid else state_of(sim)
         obs, reward, term, trunc, info = env.step(a)

@@ -140,7 +140,7 @@ def _with_trace(base: dict, **trace) -> dict:
         (_with_trace(TRACE_JSON, vc="vcZ"),
          ["workload.trace.vc: 'vcZ' not in", "philly_cluster_job_log.json (VCs: vcA, vcB)"]),
         ({"kind": "fixed", "jobs": [{"model": "ResNet-50", "arrival_s": 0, "num_workers": 99}]},
-         ["workload.jobs.0.num_workers: 99: job j0 (ResNet-50, 99 workers) needs 99 GPUs, "
+         ["workload.jobs.0.num_workers: 99: job j0 (ResNet-50, 1 PS, 99 workers) needs 99 GPUs, "
           "the cluster 'tiny' has 8"]),
         ({"kind": "fixed", "jobs": [{"model": "ResNet-50", "arrival_s": 0, "shard_nodes": [1, 4]}]},
          ["workload.jobs.0.shard_nodes: [1, 4]: node 4 out of range (cluster 'tiny' has 4 nodes)"]),

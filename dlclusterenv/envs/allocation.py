@@ -18,12 +18,17 @@ ends with the end-of-round action or when nothing more fits, and is applied as o
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from gymnasium import spaces
+from pydantic import Field, field_validator
 
 from ..api import Decision
-from ..placers import Capacity, get_placer
-from .core import ClusterEnv
+from ..config import ConfigError
+from ..placers import PLACERS, Capacity, get_placer
+from ..workload import never_fits
+from .core import Bool, ClusterEnv, Int, Options
 
 ROLES = ("ps", "worker")
 
@@ -155,6 +160,21 @@ class _ProposalEnv(ClusterEnv):
             self._do(a)
 
 
+class AllocationOptions(Options):
+    placer: str = "spread"
+    work_conserving: Bool = False
+    max_adds_per_round: Int = Field(default=0, ge=0, description="0: no bound")
+    shapes: Any = None  # checked by _check_shapes
+    grow_running: Bool = True
+
+    @field_validator("placer")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in PLACERS:
+            raise ValueError(f"unknown placer; known: {sorted(PLACERS)}")
+        return v
+
+
 class AllocationEnv(_ProposalEnv):
     """`work_conserving=True` masks end-of-round while a job slot that would not run yet (no PS
     or no worker in its proposal) can still get the task it lacks: every job that fits is
@@ -174,27 +194,39 @@ class AllocationEnv(_ProposalEnv):
     `grow_running=False` offers shapes to pending jobs only: a job is sized once, when it starts
     (as Tiresias and Gandiva size jobs; each growth of a running job costs it a checkpoint pause)."""
 
+    extra_options = AllocationOptions
+
     def __init__(self, scenario="default", placer: str = "spread", work_conserving: bool = False,
                  max_adds_per_round: int = 0, shapes=None, grow_running: bool = True, **kw):
         super().__init__(scenario, **kw)
-        self.placer_name = self._config_extra.pop("placer", placer)
+        o = self._extra(placer=placer, work_conserving=work_conserving,
+                        max_adds_per_round=max_adds_per_round, shapes=shapes,
+                        grow_running=grow_running)
+        self.placer_name = o.placer
         self.placer = get_placer(self.placer_name)
-        self.work_conserving = bool(self._config_extra.pop("work_conserving", work_conserving))
-        self.max_adds = int(self._config_extra.pop("max_adds_per_round", max_adds_per_round))
-        if self.max_adds < 0:
-            raise ValueError(f"max_adds_per_round: {self.max_adds} must be >= 0 (0: no bound)")
-        self.shapes = _check_shapes(self._config_extra.pop("shapes", shapes), self.max_tasks_per_job)
+        self.work_conserving = o.work_conserving
+        self.max_adds = o.max_adds_per_round
+        self.shapes = _check_shapes(o.shapes, self.max_tasks_per_job)
         if self.shapes and self.max_adds:
             raise ValueError("max_adds_per_round: does not apply with shapes (one action per job)")
-        self.grow_running = bool(self._config_extra.pop("grow_running", grow_running))
+        self.grow_running = o.grow_running
         if not self.grow_running and not self.shapes:
             raise ValueError("grow_running: False applies only with shapes")
+        self._check_shapes_fit()
         self.per_job = len(self.shapes) if self.shapes else 2
         self.action_space = spaces.Discrete(self.per_job * self.max_jobs + 1)
 
-    @staticmethod
-    def _extra_kwargs() -> tuple[str, ...]:
-        return ("placer", "work_conserving", "max_adds_per_round", "shapes", "grow_running")
+    def _check_shapes_fit(self) -> None:
+        """A shape no job of the scenario could ever run at is refused: offered alone, it would
+        leave every job pending until the horizon."""
+        w = self.scenario.workload
+        models = sorted(set(w.models) | {j.model for j in w.jobs})
+        for i, (p, n) in enumerate(self.shapes or ()):
+            why = {m: never_fits(self.cluster, self.zoo.models[m], p, n) for m in models}
+            if all(why.values()):
+                m = models[0]
+                raise ConfigError(f"shapes[{i}]: ({p}, {n}): no job of scenario "
+                                  f"{self.scenario.name!r} can ever run at it ({m}: {why[m]})")
 
     def _begin_round(self) -> None:
         super()._begin_round()

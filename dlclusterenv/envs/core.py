@@ -5,23 +5,34 @@ the round (or nothing is left to decide) the simulator runs to the next decision
 reward for the elapsed time is paid. Observations are fixed-size arrays with masks, so the same
 policy can run on clusters and job counts of other sizes (pad with `max_nodes` / `max_jobs`).
 
-Invalid actions follow one rule: an action outside `action_masks()` is a no-op that costs
-`invalid_penalty` and sets `info["invalid_action"]`; it never raises and never changes the cluster.
+Invalid actions follow one rule: an integer action outside `action_masks()` (or out of range) is
+a no-op that costs `invalid_penalty` and sets `info["invalid_action"]`; it never raises and never
+changes the cluster. An action that is not an integer (a float, a string, None, an array of more
+than one element) is a ValueError naming the env id and the value, raised before anything changes:
+truncating 1.5 to 1 would execute an action the policy never chose. Python and numpy integers and
+one-element integer arrays are integers. A finished episode (also the one `reset()` returns for a
+scenario without jobs) offers only the end-of-round / defer action, which changes nothing.
+
+Options (keyword arguments or a `config=` YAML of them) are validated on construction, so a wrong
+one fails at `gym.make` with a ConfigError naming the option and the value, not later at reset.
 """
 
 from __future__ import annotations
 
 import math
+import os
+from typing import Annotated, Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from ..api import Decision
-from ..config import ConfigError, read_yaml
+from ..config import ConfigError, read_yaml, validate
 from ..jobs import Job
 from ..sim import Simulator
-from ..workload import build, generate_jobs
+from ..workload import Scenario, build, generate_jobs
 
 REWARDS = ("jct", "makespan", "traffic", "utilisation")
 NODE_F, JOB_F, TASK_F, GLOBAL_F = 8, 10, 6, 5
@@ -34,6 +45,61 @@ def _palette(k: int) -> np.ndarray:
 
 SHAPED = ("traffic", "jct")
 MAX_JOBS = 16  # default job window (max_jobs)
+
+
+def _plain(v: Any) -> Any:
+    """numpy scalars as Python ones: np.int64(16) is an integer option, np.float32(1.7) is not."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+# Strict option types: "16", True and 1.7 are not integers, "no" is not a bool, nan and inf are
+# not numbers (each would otherwise be coerced into a different option than the one written).
+Int = Annotated[int, BeforeValidator(_plain), Field(strict=True)]
+Num = Annotated[float, BeforeValidator(_plain), Field(strict=True, allow_inf_nan=False)]
+Bool = Annotated[bool, BeforeValidator(_plain), Field(strict=True)]
+
+
+class Options(BaseModel):
+    """Base of every env's option model: unknown options are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EnvOptions(Options):
+    """The options every env takes (a scenario's content is checked when it is built)."""
+
+    scenario: Any = "default"
+    max_nodes: Int | None = Field(default=None, ge=1)
+    max_jobs: Int = Field(default=MAX_JOBS, ge=1)
+    reward: Any = "jct"
+    time_scale_s: Num = Field(default=3600.0, gt=0)
+    invalid_penalty: Num = Field(default=1.0, ge=0)
+    max_steps: Int = Field(default=1_000_000, ge=1)
+    shaping: Any = False
+
+    @field_validator("scenario")
+    @classmethod
+    def _scenario(cls, v: Any) -> Any:
+        if not isinstance(v, (str, os.PathLike, dict, Scenario)):
+            raise ValueError("expected a preset name, a YAML path, a dict or a Scenario")
+        return v
+
+    @field_validator("reward")
+    @classmethod
+    def _reward(cls, v: Any) -> dict[str, float]:
+        """A term name or {term: weight}; all-zero weights would make every reward 0."""
+        weights = {v: 1.0} if isinstance(v, str) else v
+        if not isinstance(weights, dict):
+            raise ValueError(f"expected one of {REWARDS} or a mapping of them to weights")
+        for k, w in weights.items():
+            if k not in REWARDS:
+                raise ValueError(f"unknown {k!r}; choose from {REWARDS}")
+            w = _plain(w)
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w):
+                raise ValueError(f"{k}: weight {w!r} is not a finite number")
+        if not any(_plain(w) != 0 for w in weights.values()):
+            raise ValueError("needs at least one term with a non-zero weight")
+        return {k: float(_plain(w)) for k, w in weights.items()}
 
 
 def _shaping_terms(shaping, weights: dict[str, float]) -> tuple[str, ...]:
@@ -52,6 +118,7 @@ def _shaping_terms(shaping, weights: dict[str, float]) -> tuple[str, ...]:
 
 class ClusterEnv(gym.Env):
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    extra_options: type[Options] = Options  # a subclass's own options
 
     def __init__(
         self,
@@ -67,30 +134,26 @@ class ClusterEnv(gym.Env):
         shaping: bool | list[str] = False,
         render_mode: str | None = None,
     ):
-        if config is not None:  # YAML whose keys are these keyword arguments
+        given = dict(scenario=scenario, max_nodes=max_nodes, max_jobs=max_jobs, reward=reward,
+                     time_scale_s=time_scale_s, invalid_penalty=invalid_penalty,
+                     max_steps=max_steps, shaping=shaping)
+        self._where = type(self).__name__
+        if config is not None:  # YAML whose keys are these keyword arguments (they win)
             kw = read_yaml(config) or {}
             if not isinstance(kw, dict):
                 raise ConfigError(f"{config}: expected a mapping of env keyword arguments")
-            allowed = {"scenario", "max_nodes", "max_jobs", "reward", "time_scale_s",
-                       "invalid_penalty", "max_steps", "shaping"} | set(self._extra_kwargs())
+            allowed = set(EnvOptions.model_fields) | set(self.extra_options.model_fields)
             for k in kw:
                 if k not in allowed:
                     raise ConfigError(f"{config}: {k}: unknown env option (known: {sorted(allowed)})")
-            scenario = kw.pop("scenario", scenario)
-            max_nodes = kw.pop("max_nodes", max_nodes)
-            max_jobs = kw.pop("max_jobs", max_jobs)
-            reward = kw.pop("reward", reward)
-            time_scale_s = kw.pop("time_scale_s", time_scale_s)
-            invalid_penalty = kw.pop("invalid_penalty", invalid_penalty)
-            max_steps = kw.pop("max_steps", max_steps)
-            shaping = kw.pop("shaping", shaping)
+            given.update((k, kw.pop(k)) for k in list(kw) if k in EnvOptions.model_fields)
             self._config_extra = kw
+            self._where = str(config)
         else:
             self._config_extra = {}
-        weights = {reward: 1.0} if isinstance(reward, str) else dict(reward)
-        for k in weights:
-            if k not in REWARDS:
-                raise ConfigError(f"reward: unknown {k!r}; choose from {REWARDS}")
+        o = validate(EnvOptions, given, self._where)
+        scenario, max_nodes, max_jobs = o.scenario, o.max_nodes, o.max_jobs
+        weights = o.reward
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(f"render_mode: unknown {render_mode!r}")
         self.scenario, self.cluster, self.zoo, _ = build(scenario, 0)
@@ -100,10 +163,10 @@ class ClusterEnv(gym.Env):
             raise ConfigError(f"max_nodes: {self.max_nodes} < the cluster's {n} nodes")
         self.max_jobs = max_jobs
         self.reward_weights = weights
-        self.time_scale_s = time_scale_s
-        self.invalid_penalty = invalid_penalty
-        self.max_steps = max_steps
-        self.shaping = _shaping_terms(shaping, weights)
+        self.time_scale_s = o.time_scale_s
+        self.invalid_penalty = o.invalid_penalty
+        self.max_steps = o.max_steps
+        self.shaping = _shaping_terms(o.shaping, weights)
         self.render_mode = render_mode
         self.observation_space = spaces.Dict(
             {
@@ -130,9 +193,9 @@ class ClusterEnv(gym.Env):
         self.decision_index = 0
         self.decision_hook = None  # set by adapter.SchedulerAdapter
 
-    @staticmethod
-    def _extra_kwargs() -> tuple[str, ...]:
-        return ()
+    def _extra(self, **given) -> Options:
+        """The subclass's own options, those of the config YAML over the keyword arguments."""
+        return validate(self.extra_options, {**given, **self._config_extra}, self._where)
 
     # ------------------------------------------------------------------ episode
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -156,15 +219,15 @@ class ClusterEnv(gym.Env):
     def step(self, action):
         if self.sim is None:
             raise RuntimeError("call reset() before step()")
+        a = self._action_index(action)
         self.steps += 1
-        a = int(action)
         valid = 0 <= a < self.action_space.n and bool(self._masks()[a])
         reward = 0.0
-        if valid:
+        if not valid:
+            reward -= self.invalid_penalty
+        elif not self.sim.done:  # a finished episode's only valid action changes nothing
             self._act(a)
             self._mask = None
-        else:
-            reward -= self.invalid_penalty
         self._settle()
         reward += self._reward()
         terminated = self.sim.done
@@ -176,6 +239,19 @@ class ClusterEnv(gym.Env):
             info["metrics"] = m.summary()
             info["metrics"]["decision_latency_ms"] = m.decision_latency_ms
         return self._obs(), reward, terminated, truncated, info
+
+    def _action_index(self, action) -> int:
+        """The action as a Python int; anything else is a ValueError (see the module docstring)."""
+        a = action
+        if isinstance(a, np.ndarray) and a.size == 1:
+            a = a.reshape(())[()]
+        if isinstance(a, np.generic):
+            a = a.item()
+        if isinstance(a, int) and not isinstance(a, bool):
+            return a
+        env_id = self.spec.id if self.spec is not None else type(self).__name__
+        raise ValueError(f"{env_id}: action {action!r} is not an integer; the actions are the "
+                         f"integers 0..{self.action_space.n - 1} of {self.action_space}")
 
     def _settle(self) -> None:
         """Run the simulator while there is nothing for the policy to decide."""

@@ -14,19 +14,21 @@ import numpy as np
 from gymnasium import spaces
 
 from ..placers import Capacity
-from .core import ClusterEnv
+from .core import Bool, ClusterEnv, Options
+
+
+class PlacementOptions(Options):
+    work_conserving: Bool = False
 
 
 class PlacementEnv(ClusterEnv):
+    extra_options = PlacementOptions
+
     def __init__(self, scenario="default", work_conserving: bool = False, **kw):
         super().__init__(scenario, **kw)
-        self.work_conserving = bool(self._config_extra.pop("work_conserving", work_conserving))
+        self.work_conserving = self._extra(work_conserving=work_conserving).work_conserving
         self.action_space = spaces.Discrete(self.max_nodes + 1)
         self.defer = self.max_nodes
-
-    @staticmethod
-    def _extra_kwargs() -> tuple[str, ...]:
-        return ("work_conserving",)
 
     def _begin_round(self) -> None:
         self._queue = [

@@ -39,10 +39,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from gymnasium import spaces
+from pydantic import Field
 
 from ..api import Decision
 from ..config import ConfigError
-from .core import ClusterEnv
+from .core import ClusterEnv, Int, Options
 
 DIGIT_BASE = 4096  # 12 bits per digit
 MAX_DIGITS = 6  # 72 bits: every float in [2^-20, 1] is an exact multiple of 2^-72
@@ -68,17 +69,24 @@ class _Cursor:
     num: int = 0  # the value is num / B^digits
 
 
+class ShareOptions(Options):
+    max_tasks: Int = Field(default=64, ge=2)
+    max_gpus: Int | None = Field(default=None, ge=1)
+
+
 class ShareEnv(ClusterEnv):
+    extra_options = ShareOptions
+
     def __init__(self, scenario="default", max_tasks: int = 64, max_gpus: int | None = None, **kw):
         super().__init__(scenario, **kw)
-        self.max_tasks = self._config_extra.pop("max_tasks", max_tasks)
-        max_gpus = self._config_extra.pop("max_gpus", max_gpus)
+        o = self._extra(max_tasks=max_tasks, max_gpus=max_gpus)
+        self.max_tasks = o.max_tasks
         c = self.cluster
         need = max(int(c.gpus.max()), 1) if c.n_nodes else 1
-        self.max_gpus = need if max_gpus is None else max_gpus
-        for name, v, lo in (("max_tasks", self.max_tasks, 2), ("max_gpus", self.max_gpus, need)):
-            if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-                raise ConfigError(f"{name}: must be an integer >= {lo}, got {v!r}")
+        self.max_gpus = need if o.max_gpus is None else o.max_gpus
+        if self.max_gpus < need:
+            raise ConfigError(f"max_gpus: must be an integer >= {need} (the most GPUs of a node), "
+                              f"got {self.max_gpus!r}")
         N, G, J, T = self.max_nodes, self.max_gpus, self.max_jobs, self.max_tasks
         self._o_w = J * N
         self._o_rel = self._o_w + J * N * G
@@ -100,10 +108,6 @@ class ShareEnv(ClusterEnv):
         self._gpu_cap = c.gpu_memory[c.gpu_node].astype(float)
         self._gpu_valid = np.zeros(N * G, np.float32)
         self._gpu_valid[self._gpu_cell] = 1.0
-
-    @staticmethod
-    def _extra_kwargs() -> tuple[str, ...]:
-        return ("max_tasks", "max_gpus")
 
     # ------------------------------------------------------------------ action encoding
     def encode_ps(self, slot: int, node: int) -> int:

@@ -1,0 +1,190 @@
+"""Bad input is a clear error that names what is wrong and changes nothing (issue 13): non-integer
+actions, wrong env options, scenarios that could never run; and a finished episode (also a
+scenario without jobs) can still be stepped with its one valid action."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import yaml
+from conftest import ENV_IDS, ZERO_JOBS, end_action, make_env
+from test_properties import state_of
+
+from dlclusterenv import ConfigError, make_sim
+
+
+# --------------------------------------------------------------------------- finished episodes
+def test_a_zero_job_scenario_is_a_finished_episode_that_steps_without_error(env_id):
+    """Bug 1: DLClusterPlace popped from an empty task queue when its only valid action (defer)
+    was taken on a finished episode (test_envs.test_episode_end_reports_metrics steps one that
+    ended after its jobs)."""
+    env = gym.make(env_id, scenario=ZERO_JOBS)
+    _, info = env.reset(seed=0)
+    mask = info["action_mask"]
+    assert np.flatnonzero(mask).tolist() == [end_action(env)]
+    for _ in range(2):
+        _, reward, term, trunc, info = env.step(end_action(env))
+        assert (reward, term, trunc, info["invalid_action"]) == (0.0, True, False, False)
+        assert info["metrics"]["jobs_finished"] == 0
+
+
+# --------------------------------------------------------------------------- actions
+NOT_INTEGERS = [1.5, -0.5, np.float32(0.7), np.float64(1.0), "1", None, math.nan, True, np.bool_(True),
+                [0], [0, 1], np.array([0, 1]), np.array(1.0), np.zeros((2, 1), np.int64), 1 + 0j]
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_a_non_integer_action_is_a_value_error_that_changes_nothing(env_id):
+    """Bug 6: 1.5, -0.5, np.float32(0.7) and "1" were truncated and executed as valid actions;
+    None, nan, lists and arrays raised raw int() errors."""
+    env = make_env(env_id)
+    u = env.unwrapped
+    env.reset(seed=0)
+    before, steps = state_of(u.sim), u.steps
+    for a in NOT_INTEGERS:
+        with pytest.raises(ValueError, match=rf"(?s)^{env_id}: action .* is not an integer"):
+            env.step(a)
+        assert state_of(u.sim) == before and u.steps == steps, repr(a)
+
+
+@pytest.mark.parametrize("as_type", [int, np.int64, np.uint8, np.array, lambda k: np.array([k])])
+def test_integer_actions_of_any_integer_type_act_alike(as_type):
+    """Python and numpy integers and one-element integer arrays are the same action."""
+    runs = []
+    for convert in (int, as_type):
+        env = make_env("DLClusterPlace-v0")
+        env.reset(seed=3)
+        rng = np.random.default_rng(0)
+        trace = []
+        for _ in range(30):
+            a = int(rng.choice(np.flatnonzero(env.unwrapped.action_masks())))
+            _, r, term, _, info = env.step(convert(a))
+            trace.append((a, r, info["invalid_action"], info["time"]))
+            if term:
+                break
+        runs.append(trace)
+    assert runs[0] == runs[1]
+
+
+# --------------------------------------------------------------------------- env options
+@pytest.mark.parametrize(
+    "env_id, option, value",
+    [
+        ("DLClusterPlace-v0", "scenario", 5),
+        ("DLClusterPlace-v0", "time_scale_s", 0),  # ZeroDivisionError at reset
+        ("DLClusterPlace-v0", "time_scale_s", -3600.0),  # observations outside the space
+        ("DLClusterPlace-v0", "time_scale_s", math.inf),
+        ("DLClusterJoint-v0", "max_jobs", 0),
+        ("DLClusterJoint-v0", "max_jobs", -1),
+        ("DLClusterJoint-v0", "max_jobs", "16"),
+        ("DLClusterJoint-v0", "max_jobs", 16.0),
+        ("DLClusterAlloc-v0", "max_nodes", 0),
+        ("DLClusterAlloc-v0", "max_steps", 0),
+        ("DLClusterPlace-v0", "invalid_penalty", "x"),
+        ("DLClusterPlace-v0", "invalid_penalty", math.nan),
+        ("DLClusterPlace-v0", "invalid_penalty", -1.0),
+        ("DLClusterPlace-v0", "reward", {}),  # every reward 0
+        ("DLClusterPlace-v0", "reward", {"jct": 0.0}),
+        ("DLClusterPlace-v0", "reward", {"jct": math.nan}),
+        ("DLClusterPlace-v0", "reward", {"jct": "1"}),
+        ("DLClusterPlace-v0", "reward", 3),
+        ("DLClusterPlace-v0", "work_conserving", "no"),  # was bool("no") = True
+        ("DLClusterAlloc-v0", "work_conserving", 1),
+        ("DLClusterAlloc-v0", "max_adds_per_round", 1.7),  # was int(1.7) = 1
+        ("DLClusterAlloc-v0", "placer", "nearest"),
+        ("DLClusterAlloc-v0", "grow_running", "false"),
+        ("DLClusterShare-v0", "max_tasks", 8.0),
+        ("DLClusterShare-v0", "max_gpus", "2"),
+    ],
+)
+def test_a_bad_env_option_fails_at_make_naming_option_and_value(env_id, option, value):
+    """Bug 8: gym.make kwargs were not validated."""
+    with pytest.raises(ConfigError, match=rf"{option}.*\(value: {re.escape(repr(value))}\)"):
+        gym.make(env_id, **{"scenario": "tiny", option: value})
+
+
+def test_numpy_scalars_are_options_of_their_value():
+    env = gym.make("DLClusterAlloc-v0", scenario="tiny", max_jobs=np.int64(8),
+                   time_scale_s=np.float32(60.0), work_conserving=np.bool_(True))
+    u = env.unwrapped
+    assert (u.max_jobs, u.time_scale_s, u.work_conserving) == (8, 60.0, True)
+    assert type(u.max_jobs) is int
+
+
+def test_a_bad_option_in_a_config_file_names_the_file(tmp_path):
+    path = tmp_path / "env.yaml"
+    path.write_text("max_jobs: 16\nwork_conserving: 'yes'\n")
+    with pytest.raises(ConfigError, match=rf"^{path}: work_conserving: .*\(value: 'yes'\)"):
+        gym.make("DLClusterAlloc-v0", config=str(path))
+
+
+def test_a_shape_no_job_can_run_at_is_refused():
+    """Bug 7: shapes=[[1, 60]] on the 8-GPU tiny cluster left every job pending until the horizon."""
+    with pytest.raises(ConfigError, match=r"shapes\[1\]: \(1, 60\): no job of scenario 'tiny' can ever"
+                                          r" run at it .*needs 60 GPUs"):
+        gym.make("DLClusterAlloc-v0", scenario="tiny", shapes=[[1, 2], [1, 60]])
+
+
+# --------------------------------------------------------------------------- scenarios
+def _scenario(tmp_path, text: str) -> str:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+UNIFORM = "name: t\ncluster: tiny\nworkload:\n  kind: uniform\n"
+
+
+@pytest.mark.parametrize(
+    "workload, needle",
+    [
+        # CPU-only workers: the GPU count was the only whole-job check
+        ("  num_jobs: 2\n  models: {MNIST: 1}\n  num_workers: [200, 200]",
+         "workload.num_workers: [200, 200]: job j0 (MNIST, 1 PS, 200 workers) needs 100.1 CPU cores, "
+         "the cluster 'tiny' has 64"),
+        ("  num_jobs: 2\n  models: {ResNet-50: 1}\n  num_ps: [30, 30]",
+         "job j0 (ResNet-50, 30 PS, 1 workers) needs 92 CPU cores, the cluster 'tiny' has 64"),
+        ("  num_jobs: 2\n  models: {ResNet-50: 1}\n  num_workers: [0, 0]",
+         "workload.num_workers.0: Input should be greater than or equal to 1 (value: 0)"),
+        ("  num_jobs: 2\n  models: {ResNet-50: 1}\n  epoch_scale: [-1, 0]",
+         "workload.epoch_scale.0: Input should be greater than 0 (value: -1)"),
+        ("  num_jobs: 2\n  models: {ResNet-50: 1}\n  shards_per_job: 1000000",
+         "workload.shards_per_job: 1000000: no job of this workload can run more than 8 workers"),
+        ("  num_jobs: true\n  models: {ResNet-50: 1}",
+         "workload.num_jobs: Input should be a valid integer (value: True)"),
+        ("  num_jobs: 2\n  models: {ResNet-50: .nan}", "workload.models.ResNet-50: Input should be a "
+         "finite number (value: nan)"),
+        ("  num_jobs: 2\n  models: {ResNet-50: 1}\n  window_s: .inf",
+         "workload.window_s: Input should be a finite number (value: inf)"),
+        ("  num_jobs: 2\n  models: {ResNet-50: 1}\n  num_jobs: 3", "found duplicate key 'num_jobs'"),
+    ],
+)
+def test_a_scenario_that_could_never_run_is_refused_naming_the_key(tmp_path, workload, needle):
+    """Bug 7: these ran every job unfinished with exit 0, or failed with raw numpy errors."""
+    path = _scenario(tmp_path, UNIFORM + workload + "\n")
+    with pytest.raises(ConfigError) as err:
+        make_sim(path)
+    assert str(err.value).startswith(f"{path}: ") and needle in str(err.value), str(err.value)
+
+
+def test_a_task_that_fits_no_single_node_is_refused(tmp_path):
+    """A GPU worker needs the CPU of a GPU node: a 64-core CPU-only node does not make a 2-core
+    worker fit beside a 1-core GPU node (each resource was checked against a different node)."""
+    cluster = {
+        "name": "split", "source": "test",
+        "node_types": {
+            "gpu": {"cpus": 1, "memory_gb": 64, "gpus": 4, "nic_MBps": 1250},
+            "cpu": {"cpus": 64, "memory_gb": 64, "gpus": 0, "nic_MBps": 1250},
+        },
+        "racks": [{"uplink_MBps": 1250, "nodes": [{"type": "gpu", "count": 1}, {"type": "cpu", "count": 1}]}],
+    }
+    (tmp_path / "split.yaml").write_text(yaml.safe_dump(cluster))
+    path = _scenario(tmp_path, f"name: t\ncluster: {tmp_path / 'split.yaml'}\nworkload:\n  kind: fixed\n"
+                               "  jobs: [{model: ResNet-50, arrival_s: 0}]\n")
+    with pytest.raises(ConfigError, match=r"workload.jobs.0.model: 'ResNet-50': job j0: a worker needs 2 CPU "
+                                          r"/ 8 GB / a GPU on one node, more than any node of cluster 'split'"):
+        make_sim(path)

@@ -1,0 +1,142 @@
+"""Faults from outside (issue 13): `dlcluster evaluate` killed by its PID leaves no process and no
+partial output, a second evaluation into the same --out is refused while one runs, an evaluation
+of a scenario without jobs writes complete files, and a training run killed before its first
+checkpoint resumes from step 0."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ZERO_JOBS
+
+from dlclusterenv.cli import main
+from dlclusterenv.evaluate import EvaluateError, claim, evaluate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _group(pgid: int) -> list[int]:
+    """Live (not zombie) processes of a process group, from /proc."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            state, _, group = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(group) == pgid and state != "Z":
+            found.append(int(d))
+    return found
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_killed_evaluate_leaves_no_process_no_partial_files_and_refuses_a_second_run(tmp_path, sig, capsys):
+    """Bugs 3 and 4: the pool workers of a killed evaluate ran on as orphans, and two evaluations
+    into one --out left CSVs of one and plots of the other."""
+    out = tmp_path / "out"
+    assert main(["evaluate", "--scenario", "tiny", "--policies", "fifo", "--seeds", "1",
+                 "--workers", "1", "--out", str(out)]) == 0
+    previous = _files(out)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    # two workers busy for many seconds each (500 jobs)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dlclusterenv.cli", "evaluate", "--scenario", "default_500", "--policies",
+         "fifo,tiresias", "--seeds", "1", "--workers", "2", "--out", str(out)],
+        env=env, cwd=tmp_path, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while len(_group(proc.pid)) < 3:  # the command and its two workers
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "the workers did not start"
+            time.sleep(0.1)
+        capsys.readouterr()
+        assert main(["evaluate", "--scenario", "tiny", "--policies", "fifo", "--seeds", "1",
+                     "--workers", "1", "--out", str(out)]) == 2
+        assert f"--out {out}: another evaluation is writing there" in capsys.readouterr().err
+        os.kill(proc.pid, sig)
+        code = proc.wait(timeout=10)
+        deadline = time.monotonic() + 5
+        while _group(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _group(proc.pid), "processes of the killed evaluate are still running"
+        assert code == (143 if sig == signal.SIGTERM else -signal.SIGKILL)  # SIGTERM: an exit that unwinds
+    finally:
+        if _group(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.stderr.close()
+    assert _files(out) == previous  # the earlier evaluation's files, whole and alone
+
+
+def test_claim_removes_a_sigkilled_runs_partial_folder_and_refuses_a_second_holder(tmp_path):
+    out = tmp_path / "out"
+    (out / ".partial-x").mkdir(parents=True)
+    (out / ".partial-x" / "runs.csv").write_text("half")
+    with claim(out):
+        assert not (out / ".partial-x").exists()
+    with claim(out), pytest.raises(EvaluateError, match="another evaluation is writing there"):
+        with claim(out):
+            pass
+    (tmp_path / "file").write_text("")
+    with pytest.raises(EvaluateError, match="exists and is not a directory"):
+        with claim(tmp_path / "file"):
+            pass
+
+
+def test_a_scenario_without_jobs_evaluates_to_complete_files(tmp_path):
+    """Bug 2: write_csv failed on the empty jobs.csv after runs.csv was written."""
+    board = evaluate(ZERO_JOBS, ["fifo", "tiresias"], 2, tmp_path / "out", workers=1, progress=False)
+    assert [r["unfinished"] for r in board] == [0, 0]
+    names = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert names == ["jct.png", "jobs.csv", "locality.png", "runs.csv", "timing.csv", "traffic.png",
+                     "utilisation.png"]
+    with open(tmp_path / "out" / "jobs.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[0][:4] == ["policy", "seed", "job_id", "model"] and len(rows) == 1
+    with open(tmp_path / "out" / "runs.csv", newline="") as f:
+        runs = list(csv.DictReader(f))
+    assert [(r["policy"], r["jobs_finished"]) for r in runs] == [("fifo", "0")] * 2 + [("tiresias", "0")] * 2
+
+
+
+def test_a_training_run_killed_before_its_first_checkpoint_resumes_from_step_0(tmp_path, monkeypatch):
+    """Bug 5: --resume rejected the run ("no checkpoint") and a rerun did too ("already holds a
+    run"). Resumed, it must end as the uninterrupted run does."""
+    import torch as th
+
+    import agents.train as train_mod
+
+    cfg = {"env": {"id": "DLClusterPlace-v0", "kwargs": {"scenario": "tiny", "max_steps": 100}},
+           "algo": "ppo", "policy": "MultiInputPolicy", "seed": 0, "total_timesteps": 128,
+           "hyperparameters": {"n_steps": 64, "batch_size": 64, "n_epochs": 1},
+           "checkpoint_every": 64}
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    fresh = train_mod.train(train_mod.load_config(config), tmp_path / "fresh", progress_bar=False)
+
+    def killed(self, *args, **kwargs):  # the kill lands during the first rollout
+        raise KeyboardInterrupt
+
+    run = tmp_path / "run"
+    with monkeypatch.context() as m:
+        m.setattr(type(fresh), "learn", killed)
+        with pytest.raises(KeyboardInterrupt):
+            main(["train", "--config", str(config), "--out", str(run)])
+    assert (run / "config.yaml").exists() and not train_mod.checkpoints(run)
+    assert main(["train", "--resume", str(run)]) == 0
+    assert [t for t, _ in train_mod.checkpoints(run)] == [64, 128] and (run / "model.zip").exists()
+    resumed = type(fresh).load(run / "model.zip", device="cpu")
+    a, b = fresh.policy.state_dict(), resumed.policy.state_dict()
+    assert all(th.equal(a[k], b[k]) for k in a)
