@@ -58,10 +58,18 @@ Choices where the sources leave room:
   nothing is preempted (progress kept), as [code] leaves it pending. At arrivals and completions in
   between, running jobs are left alone and only pending jobs are allocated, by the same heuristic,
   in the free resources, so a new job does not idle until the next interval.
-- Never more PS than workers: the fitted speed model has no samples with p > w, where its t4*p
-  term is unidentified and the t2*w/p term keeps promising gains, so unbounded it would give a
-  3-worker job hundreds of PS (seen on the default scenario). Every job the paper describes has
-  p <= w.
+- No rule on the ratio of PS to workers. An earlier version allowed no more PS than workers; no
+  seed says so (seed 002's heuristic adds "one worker or parameter server ... whichever brings
+  larger marginal gain"), nor does [code] (_schedule / __update_util_queue compare ps_util with
+  worker_util and nothing else; test_speed profiles p = w). With the true speeds the rule cost a
+  lone ResNet-50 job 12% (it stopped at (3, 3); (4, 4) and more PS are faster), so it is gone.
+- Extrapolation (ours): the fitted speed model answers only for p up to EXTRAPOLATE (2) x the
+  largest p measured for the model (own or pooled samples) and w up to 2 x the largest w; beyond,
+  there is no estimate, so that increment gains nothing this round. Samples measured under
+  contention are noisy, and nnls then often sets t4 (the per-PS cost) to 0: the fit promises gains
+  from every further PS, and unbounded the greedy gave an AlexNet job 796 PS for 3 workers (default
+  scenario, seed 0). Each interval the job runs the shape it got, which widens the range, so the
+  reach doubles per interval as measurements come in ([code] has no such bound).
 - `optimus-oracle` replaces both models by the truth (view.oracle): remaining steps, and the job's
   true speed alone on the cluster under the layout the round would give it. No profiling, no early
   downgrade. An upper bound on what better prediction buys, not the paper's system.
@@ -89,6 +97,7 @@ from dlclusterenv.placers import Capacity
 PROFILE_DESIGN = ((1, 1), (1, 2), (2, 2), (1, 4), (2, 4), (2, 1), (3, 3), (1, 3), (3, 6))
 FALLBACK_EPOCHS = 20  # [code] __update_util_queue: end_epoch = job.progress + 20 without a fit
 LOSS_SEGMENTS = 3  # [code] _loss_curve_fitting: NUM_SEGMENTS, sigma /= 4 ** segment
+EXTRAPOLATE = 2  # the fitted speed model is used up to 2x the largest p and w measured (docstring)
 MIN_LOSS_POINTS = 3  # [code] est_epoch: len(job.val_losses) >= 3
 
 
@@ -357,8 +366,6 @@ def allocate(
         f0 = job.speed(p, w, now if job.placed_speed else None)
         out = []
         for pw, d in (((p + 1, w), job.ps), ((p, w + 1), job.worker)):
-            if pw[0] > pw[1]:
-                continue  # never more PS than workers (see the module docstring)
             got = layout(job, *pw) if job.placed_speed else None
             if job.placed_speed and got is None:
                 continue
@@ -475,13 +482,18 @@ class Optimus(Scheduler):
             self._models[job.model] = (pooled, fit_speed(pooled, job.sync))
         pooled, theta = self._models[job.model]
         own = job.observed_speed
+        seen = list(pooled) + list(own)
+        p_max = EXTRAPOLATE * max((pw[0] for pw in seen), default=0)
+        w_max = EXTRAPOLATE * max((pw[1] for pw in seen), default=0)
 
         def speed(p: int, w: int, layout: Layout | None) -> float | None:
             if (p, w) in own:
                 return own[(p, w)]
             if (p, w) in pooled:
                 return pooled[(p, w)]
-            return predict_speed(theta, job.sync, p, w) if theta is not None else None
+            if theta is None or p > p_max or w > w_max:
+                return None
+            return predict_speed(theta, job.sync, p, w)
 
         return speed, theta is not None
 

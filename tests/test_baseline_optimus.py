@@ -223,3 +223,54 @@ def test_default_scenario_both_front_doors():
         assert (want["jobs_finished"], want["jobs_unfinished"]) == (60, 0)
         env = gym.make("DLClusterJoint-v0", scenario="default", max_jobs=64)
         assert SchedulerAdapter(env, baselines.make(name)).run(0).summary() == want
+
+
+def _alone(model: str):
+    """One job of `model` alone on the empty default cluster, after one optimus-oracle decision."""
+    from dlclusterenv.jobs import JobSpec
+    from dlclusterenv.sim import Simulator
+    from dlclusterenv.workload import build
+
+    _, cluster, zoo, _ = build("default", 0)
+    sim = Simulator(cluster, [JobSpec("j", model, 0.0, 1, 1)], zoo, seed=0, tick_s=600)
+    sched = baselines.make("optimus-oracle")
+    sched.reset(0)
+    sim.decide(sched)
+    return sim
+
+
+@pytest.mark.parametrize("model, stuck_at", [("ResNet-50", (3, 3)), ("VGG-16", (1, 1))])
+def test_oracle_may_give_more_ps_than_workers(model, stuck_at):
+    """Issue 12 item 11: no seed limits PS to the number of workers. With the true speeds, the
+    rule stopped a lone ResNet-50 at (3, 3) and VGG-16 at (1, 1); without it the oracle takes the
+    PS that pay, ends with p > w, and its shape is faster than where the rule stopped it."""
+    sim = _alone(model)
+    j = sim.view().jobs[0]
+    assert j.num_ps > j.num_workers
+    ps = [t.node for t in j.tasks if t.role == "ps"]
+    wk = [t.node for t in j.tasks if t.role != "ps"]
+    node = ps[0]
+    p0, w0 = stuck_at
+    assert sim.isolated_speed("j", ps, wk) > 1.1 * sim.isolated_speed("j", [node] * p0, [node] * w0)
+
+
+def test_fitted_speed_not_extrapolated_past_twice_the_measured_range():
+    """The fitted model answers up to EXTRAPOLATE x the largest p and w measured for the model;
+    beyond, no estimate (so the greedy cannot chase an unidentified t4 = 0 to hundreds of PS)."""
+    from baselines.optimus import EXTRAPOLATE
+
+    cluster = make_cluster(nodes_per_rack=2, cpus=64, memory_gb=256, gpus=8, gpu_memory_gb=16)
+    zoo = make_zoo(m=model_dict(worker={"cpu": 1, "mem_gb": 1, "gpu": 1}, compute_on="gpu"))
+    sim = make_sim(cluster, zoo, [("j0", "m", 1, 1)])
+    sched = Optimus()
+    sched.reset(0)
+    theta = np.array([0.4, 0.02, 0.05, 0.01, 0.0])  # t4 = 0: more PS always "help"
+    sched._est.speeds["m"] = {
+        "old": {pw: predict_speed(theta, True, *pw) for pw in PROFILE_DESIGN[:5]}
+    }
+    view = sim.view()
+    speed, ready = sched.speed_fn(view, view.jobs[0])
+    assert ready and EXTRAPOLATE == 2
+    p_max, w_max = 2 * 2, 2 * 4  # the design's first five shapes reach p = 2, w = 4
+    assert speed(p_max, 1, None) is not None and speed(p_max + 1, 1, None) is None
+    assert speed(1, w_max, None) is not None and speed(1, w_max + 1, None) is None
