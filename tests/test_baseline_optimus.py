@@ -274,3 +274,42 @@ def test_fitted_speed_not_extrapolated_past_twice_the_measured_range():
     p_max, w_max = 2 * 2, 2 * 4  # the design's first five shapes reach p = 2, w = 4
     assert speed(p_max, 1, None) is not None and speed(p_max + 1, 1, None) is None
     assert speed(1, w_max, None) is not None and speed(1, w_max + 1, None) is None
+
+
+def _decisions(scenario: str, name: str, fast: bool, max_points: int | None = None) -> list:
+    """Every decision of one run (or its first `max_points`), as comparable tuples."""
+    sim = dlclusterenv.make_sim(scenario, 0)
+    sched = baselines.make(name)
+    sched.fast = fast
+    sim.reset()
+    sched.reset(0)
+    out = []
+    while not sim.done and (max_points is None or len(out) < max_points):
+        view = sim.view(oracle=sched.oracle)
+        d = sched.decide(view)
+        out.append((view.time, sorted(d.allocate.items()), sorted(d.place.items()), d.preempt))
+        sim.apply(d)
+        sim.advance()
+    return out
+
+
+@pytest.mark.parametrize(
+    "scenario, name, points",
+    [
+        ("default", "optimus", None),
+        ("default", "optimus-oracle", None),
+        ("optimus", "optimus", None),  # a full testbed: the one-task-at-a-time fallback and misfits
+        ("philly", "optimus", 300),  # 2,496 GPUs; its first 300 decision points
+    ],
+)
+def test_fast_placement_same_decisions(scenario, name, points):
+    """Issue 12 item 10: _Free (sorted node orders kept up to date, trials touching only their
+    nodes) decides exactly as the plain whole-array functions (fast=False)."""
+    if scenario == "philly":
+        from dlclusterenv.profiles import shared_dir
+
+        if not (shared_dir() / "traces" / "philly_jobs.csv").exists():
+            pytest.skip("shared Philly trace absent")
+    fast = _decisions(scenario, name, True, points)
+    assert len(fast) > 100
+    assert fast == _decisions(scenario, name, False, points)
