@@ -1,5 +1,10 @@
 """Tiresias: discretized two-dimensional least-attained-service (2D-LAS) (Gu et al., NSDI'19).
 
+The paper is not among the seeds and its text was not at hand: the section numbers (§4.2
+scheduling, §4.3 placement) and the Gittins formula are cited from the published description as
+recalled, and checked against the authors' simulator (SymbioticLab/Tiresias @b0ef844) where it
+has the same thing (queue thresholds, get_gittins_index's 0 past the largest size).
+
 Tiresias §4.2: a job's attained service is its GPUs x the time it has run (JobView.attained_gpu_s,
 "2D": space x time); jobs sit in K priority queues Q0..Q(K-1) by attained service with thresholds
 between them, a new job enters Q0 and a job is demoted when its attained service crosses its
@@ -54,7 +59,8 @@ expected to use meanwhile; the highest index goes first. Choices:
   discretized form of the paper.)
 - A job that has outlived every finished job (no S > a) gets index 0, as the authors'
   get_gittins_index returns. Ties keep LAS's order (running first, then entry order), so a
-  running job is preempted only by a higher index, of its queue or of a higher queue.
+  running job is preempted by any job of a higher queue (as in 2D-LAS) or by a job of its own
+  queue with a higher index (2D-LAS never preempts within a queue).
 """
 
 from __future__ import annotations
