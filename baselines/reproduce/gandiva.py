@@ -125,7 +125,7 @@ def first_feedback(name: str, seed: int) -> list[float]:
     first: dict[str, float] = {}
 
     def each(sim):
-        for job in sim.active_jobs():
+        for job in sim.jobs.values():  # finished ones too: a short job may end between two points
             if job.job_id not in first and job.epochs_done >= 1:
                 first[job.job_id] = sim.now - job.spec.arrival_s
 
