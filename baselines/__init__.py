@@ -18,7 +18,7 @@ from .otea import OTEA
 from .random_policy import RandomPlacement
 from .srtf import SRTFOracle
 from .tetris import Tetris
-from .tiresias import Tiresias
+from .tiresias import Tiresias, TiresiasGittins
 
 REGISTRY: dict[str, type[Scheduler]] = {
     "d2s": D2S,
@@ -37,6 +37,7 @@ REGISTRY: dict[str, type[Scheduler]] = {
     "srtf-oracle": SRTFOracle,
     "tetris": Tetris,
     "tiresias": Tiresias,
+    "tiresias-gittins": TiresiasGittins,
 }
 
 

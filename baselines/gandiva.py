@@ -32,17 +32,23 @@ Choices where the paper is ambiguous:
   balancer. Jobs keep the (p, w) they asked for, except while grown.
 - Queued jobs are retried in arrival order at every decision point; a queued job does not block
   later ones (getNode is per job).
-- Packing candidates are the GPUs that over-subscription already shared by exactly two jobs, whose
-  GPU memory together fits and whose summed profiled utilisation is at most `pack_util_max` (2.0 by
-  default: every pair is tried, lowest utilisation first, and the profile decides — the paper gives
-  no number). Pairs only: the paper's greedy packs a job onto one GPU at a time. A pair is tried
-  after one interval of time-slicing together (its measured time-sliced speeds are the reference) and
-  only during overload (no free GPU left); it is kept while the mean over both jobs of packed speed /
-  time-sliced speed (JobView.last_speed) exceeds 1, i.e. their normalised total throughput beats
-  time-slicing ("packing is deemed successful when the total throughput of packed jobs is greater
-  than time-slicing"); otherwise it is undone and never retried. The greedy's re-pairing moves
-  (moving the lowest-utilisation job onto the lowest-utilisation GPU) are not made: this engine
-  charges a full checkpoint for a GPU change inside a server, where Gandiva pays a suspend/resume.
+- Packing candidates are the GPUs that over-subscription already shares among k >= 2 jobs, whose
+  GPU memory together fits the GPU ("If the memory requirements of the packing jobs combined are
+  higher than GPU memory, the overhead of 'paging' from CPU memory is significantly high that
+  packing is not effective", Table 1 note) and whose summed profiled utilisation is at most
+  `pack_util_max` (unbounded by default: the paper gives no number, so every set that fits in
+  memory is tried, lowest utilisation first, and the profile decides). k-way: all the jobs
+  time-sliced on a GPU are packed together, up to the GPU's memory (Table 1's "Packing Max" packs
+  as many as pay: a pair cannot exceed +100%). A set is tried after one interval of time-slicing
+  together (its measured time-sliced speeds are the reference) and only during overload (no free
+  GPU left); it is kept while the mean over its jobs of packed speed / time-sliced speed
+  (JobView.last_speed) exceeds 1, i.e. their normalised total throughput beats time-slicing
+  ("packing is deemed successful when the total throughput of packed jobs is greater than
+  time-slicing"); otherwise it is undone and that set is never retried. A packed GPU that gets
+  another job (over-subscription) returns to time-slicing, so the larger set is profiled
+  time-sliced for an interval before it is packed. The greedy's re-pairing moves (moving the
+  lowest-utilisation job onto the lowest-utilisation GPU) are not made: this engine charges a full
+  checkpoint for a GPU change inside a server, where Gandiva pays a suspend/resume.
 - Defragmentation (the paper: move the jobs off the non-idle server with the most free GPUs so that
   incoming jobs get GPUs with good locality) is done for the jobs that getNode's relaxed branch had
   to spread over several servers — incoming jobs never wait here while enough GPUs are free: on the
@@ -77,7 +83,7 @@ EPS = 1e-9
 
 @dataclass
 class _Trial:
-    """A packed pair under (or past) evaluation: time-sliced speeds and progress when it began."""
+    """A packed set under (or past) evaluation: time-sliced speeds and progress when it began."""
 
     jobs: frozenset[str]
     ts_speed: dict[str, float]
@@ -160,7 +166,7 @@ class Gandiva(Scheduler):
         packing: bool = True,
         migration: bool = True,
         grow_shrink: bool = True,
-        pack_util_max: float = 2.0,
+        pack_util_max: float = math.inf,
         grow_max_factor: int = 4,
     ):
         self.packing, self.migration, self.grow_shrink = packing, migration, grow_shrink
@@ -170,9 +176,9 @@ class Gandiva(Scheduler):
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
         self.affinity: dict[int, int] = {}  # server -> GPUs per server of its jobs (absent = 0)
-        self.trials: dict[int, _Trial] = {}  # GPU -> packed pair being profiled or kept
-        self.rejected: set[frozenset[str]] = set()  # pairs whose packing lost
-        self.seen: dict[int, tuple[frozenset[str], dict[str, float]]] = {}  # time-sliced pairs last time
+        self.trials: dict[int, _Trial] = {}  # GPU -> packed set being profiled or kept
+        self.rejected: set[frozenset[str]] = set()  # sets whose packing lost
+        self.seen: dict[int, tuple[frozenset[str], dict[str, float]]] = {}  # time-sliced sets last time
         self.no_grow: set[str] = set()
         self.last_branch: dict[str, str] = {}  # job -> getNode branch that placed it (for tests)
 
@@ -292,8 +298,9 @@ class Gandiva(Scheduler):
         for n in servers:
             self.affinity.setdefault(n, k)
         for gpu in set(gpus):
-            if plan.packed[gpu] and len(plan.res[gpu]) > 2:
-                self._unpack(plan, d, gpu)
+            tr = self.trials.get(gpu)
+            if plan.packed[gpu] and (tr is None or frozenset(plan.res[gpu]) != tr.jobs):
+                self._unpack(plan, d, gpu)  # a new job on a packed GPU: time-sliced, profiled again
         return True
 
     def _place_cpu_job(self, view: ClusterView, plan: _Plan, d: Decision, job: JobView) -> None:
@@ -443,16 +450,16 @@ class Gandiva(Scheduler):
         self.trials.pop(gpu, None)
 
     def _pack(self, plan: _Plan, d: Decision, jobs: dict[str, JobView]) -> None:
-        """Packing by profiling: judge the packed pairs, then try new ones during overload."""
+        """Packing by profiling: judge the packed sets, then try new ones during overload."""
         for gpu, tr in list(self.trials.items()):
-            if frozenset(plan.res[gpu]) != tr.jobs or len(plan.res[gpu]) != 2 or not plan.packed[gpu]:
+            if frozenset(plan.res[gpu]) != tr.jobs or len(plan.res[gpu]) != len(tr.jobs) or not plan.packed[gpu]:
                 self.trials.pop(gpu)
                 continue
             if not all(jobs[j].steps_done > tr.steps[j] for j in tr.jobs):
                 continue  # not measured packed yet
             gain = np.mean([jobs[j].last_speed / tr.ts_speed[j] for j in tr.jobs])
             tr.steps = {j: jobs[j].steps_done for j in tr.jobs}
-            if gain <= 1.0:  # loses to time-slicing: undo, never retry this pair
+            if gain <= 1.0:  # loses to time-slicing: undo, never retry this set
                 self.rejected.add(tr.jobs)
                 self._unpack(plan, d, gpu)
         if plan.n_free():
@@ -460,21 +467,21 @@ class Gandiva(Scheduler):
         mem = plan.c.gpu_memory
         cands = []
         for gpu, r in enumerate(plan.res):
-            pair = frozenset(r)
-            if len(r) != 2 or len(pair) != 2 or plan.packed[gpu] or pair in self.rejected:
+            group = frozenset(r)
+            if len(r) < 2 or len(group) != len(r) or plan.packed[gpu] or group in self.rejected:
                 continue
             prev = self.seen.get(gpu)
-            if prev is None or prev[0] != pair or not all(jobs[j].steps_done > prev[1][j] for j in pair):
+            if prev is None or prev[0] != group or not all(jobs[j].steps_done > prev[1][j] for j in group):
                 continue  # not time-sliced together for a measured interval yet
-            if sum(jobs[j].gpu_mem_gb for j in pair) > mem[plan.c.gpu_node[gpu]] + EPS:
-                continue
-            utils = sorted(jobs[j].gpu_util for j in pair)
+            if sum(jobs[j].gpu_mem_gb for j in group) > mem[plan.c.gpu_node[gpu]] + EPS:
+                continue  # up to the GPU's memory (Table 1 note)
+            utils = sorted(jobs[j].gpu_util for j in group)
             if sum(utils) <= self.pack_util_max + EPS:
-                cands.append((utils[0], sum(utils), gpu, pair))
-        for _, _, gpu, pair in sorted(cands):
+                cands.append((utils[0], sum(utils), gpu, group))
+        for _, _, gpu, group in sorted(cands, key=lambda c: c[:3]):
             plan.packed[gpu] = True
             d.gpu_mode[plan.key(gpu)] = "pack"
-            self.trials[gpu] = _Trial(pair, {j: jobs[j].last_speed for j in pair}, {j: jobs[j].steps_done for j in pair})
+            self.trials[gpu] = _Trial(group, {j: jobs[j].last_speed for j in group}, {j: jobs[j].steps_done for j in group})
 
     # ------------------------------------------------------------------ grow-shrink
     def _shrink(self, view: ClusterView, plan: _Plan, d: Decision, jobs: dict[str, JobView]) -> None:
@@ -524,10 +531,10 @@ class Gandiva(Scheduler):
 
     # ------------------------------------------------------------------ memory
     def _remember(self, plan: _Plan, d: Decision, jobs: dict[str, JobView]) -> None:
-        """GPUs that stay time-sliced by the same pair, with each job's progress now: next time
-        their last speeds are time-sliced measurements."""
+        """GPUs that stay time-sliced by the same set of jobs, with each job's progress now: next
+        time their last speeds are time-sliced measurements."""
         self.seen = {
             g: (frozenset(r), {j: jobs[j].steps_done for j in r})
             for g, r in enumerate(plan.res)
-            if len(r) == 2 and not plan.packed[g]
+            if len(r) >= 2 and not plan.packed[g]
         }

@@ -51,6 +51,11 @@ Choices where the sources leave room:
   first and fail every worker). Every trial works on a copy of the free capacity and is committed
   only on success ([code] leaks the workers of a trial whose PS did not fit, and checks GPUs
   against BW_PER_NODE; neither copied).
+- Scale (seed 002: 4,000 jobs, ~100,000 tasks, 16,000 nodes in ~5 s): allocate() keeps the free
+  capacity in _Free, which holds _node_order's two orders sorted as nodes change and lets each
+  trial touch only the nodes it changes (no copy of the whole capacity, no sort of every node per
+  trial), with the same arithmetic, so the same plans as the plain functions (tested equal on the
+  default, optimus and Philly scenarios; benchmarks/optimus_scale.py --check at full scale).
 - Decision points: Optimus reallocates every `interval_s` (600 s, [code] TS_INTERVAL; seed 002 "~10
   mins"): at the first decision point of an interval every active job is reallocated from 1 PS + 1
   worker. A job left with its (p, w) and servers is not touched ([code] restarts every job each
@@ -58,10 +63,18 @@ Choices where the sources leave room:
   nothing is preempted (progress kept), as [code] leaves it pending. At arrivals and completions in
   between, running jobs are left alone and only pending jobs are allocated, by the same heuristic,
   in the free resources, so a new job does not idle until the next interval.
-- Never more PS than workers: the fitted speed model has no samples with p > w, where its t4*p
-  term is unidentified and the t2*w/p term keeps promising gains, so unbounded it would give a
-  3-worker job hundreds of PS (seen on the default scenario). Every job the paper describes has
-  p <= w.
+- No rule on the ratio of PS to workers. An earlier version allowed no more PS than workers; no
+  seed says so (seed 002's heuristic adds "one worker or parameter server ... whichever brings
+  larger marginal gain"), nor does [code] (_schedule / __update_util_queue compare ps_util with
+  worker_util and nothing else; test_speed profiles p = w). With the true speeds the rule cost a
+  lone ResNet-50 job 12% (it stopped at (3, 3); (4, 4) and more PS are faster), so it is gone.
+- Extrapolation (ours): the fitted speed model answers only for p up to EXTRAPOLATE (2) x the
+  largest p measured for the model (own or pooled samples) and w up to 2 x the largest w; beyond,
+  there is no estimate, so that increment gains nothing this round. Samples measured under
+  contention are noisy, and nnls then often sets t4 (the per-PS cost) to 0: the fit promises gains
+  from every further PS, and unbounded the greedy gave an AlexNet job 796 PS for 3 workers (default
+  scenario, seed 0). Each interval the job runs the shape it got, which widens the range, so the
+  reach doubles per interval as measurements come in ([code] has no such bound).
 - `optimus-oracle` replaces both models by the truth (view.oracle): remaining steps, and the job's
   true speed alone on the cluster under the layout the round would give it. No profiling, no early
   downgrade. An upper bound on what better prediction buys, not the paper's system.
@@ -70,6 +83,8 @@ Choices where the sources leave room:
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left, insort
+from itertools import islice
 import math
 import warnings
 from collections import Counter
@@ -89,6 +104,7 @@ from dlclusterenv.placers import Capacity
 PROFILE_DESIGN = ((1, 1), (1, 2), (2, 2), (1, 4), (2, 4), (2, 1), (3, 3), (1, 3), (3, 6))
 FALLBACK_EPOCHS = 20  # [code] __update_util_queue: end_epoch = job.progress + 20 without a fit
 LOSS_SEGMENTS = 3  # [code] _loss_curve_fitting: NUM_SEGMENTS, sigma /= 4 ** segment
+EXTRAPOLATE = 2  # the fitted speed model is used up to 2x the largest p and w measured (docstring)
 MIN_LOSS_POINTS = 3  # [code] est_epoch: len(job.val_losses) >= 3
 
 
@@ -219,20 +235,13 @@ def _node_order(
     return np.lexsort((idx, -cap.mem, -cap.cpu, -gpu, -held))  # last key sorts first
 
 
-def place_even(
-    cluster: Cluster, cap: Capacity, ps: Demand, worker: Demand, p: int, w: int,
-    prefer: tuple[int, ...] = (),
-) -> Layout | None:
-    """Seed 002 Fig. 10: the fewest servers, the same number of PS and of workers on each.
-
-    k = 1, 2, ... candidate servers; PS i and worker i go to candidate i mod k ([code] __place).
-    `cap` is charged only on success (a failed k leaves nothing taken)."""
-    order = _node_order(cluster, cap, worker.gpu > 0, prefer)
-    # with k >= max(p, w) servers every candidate holds at most one PS and one worker, the same
-    # layout as k = max(p, w): no need to look further (and no (nodes x nodes) arrays)
-    n = min(cluster.n_nodes, max(p, w))
-    free = np.stack([cap.cpu, cap.mem, cap.bw, cap.gpu.astype(float)])[:, order[:n]]
-    free += np.array([1e-9, 1e-9, 1e-3, 0.0])[:, None]
+def _even_servers(
+    free: np.ndarray, ps: Demand, worker: Demand, p: int, w: int
+) -> int | None:
+    """The fewest k of the first n candidates (columns of `free`, 4 x n) that hold PS i and worker i
+    on candidate i mod k; None if no k fits."""
+    n = free.shape[1]
+    free = free + np.array([1e-9, 1e-9, 1e-3, 0.0])[:, None]
     k = np.arange(1, n + 1)[:, None]  # row: k servers; column j: the j-th candidate
     j = np.arange(n)[None, :]
     n_ps = (p // k + (j < p % k)) * (j < k)  # candidate j holds PS j, j + k, ... (i mod k)
@@ -240,9 +249,27 @@ def place_even(
     need = n_ps[None] * resource_vec(ps)[:, None, None]
     need += n_w[None] * resource_vec(worker)[:, None, None]
     ok = np.flatnonzero((need <= free[:, None, :]).all(axis=(0, 2)))
-    if not len(ok):
+    return int(ok[0]) + 1 if len(ok) else None
+
+
+def place_even(
+    cluster: Cluster, cap: Capacity, ps: Demand, worker: Demand, p: int, w: int,
+    prefer: tuple[int, ...] = (),
+) -> Layout | None:
+    """Seed 002 Fig. 10: the fewest servers, the same number of PS and of workers on each.
+
+    k = 1, 2, ... candidate servers; PS i and worker i go to candidate i mod k ([code] __place).
+    `cap` is charged only on success (a failed k leaves nothing taken). The plain version, on
+    whole arrays; allocate() uses _Free, which gives the same layouts touching only the nodes that
+    change (tests/test_baseline_optimus.py checks decisions equal)."""
+    order = _node_order(cluster, cap, worker.gpu > 0, prefer)
+    # with k >= max(p, w) servers every candidate holds at most one PS and one worker, the same
+    # layout as k = max(p, w): no need to look further (and no (nodes x nodes) arrays)
+    n = min(cluster.n_nodes, max(p, w))
+    free = np.stack([cap.cpu, cap.mem, cap.bw, cap.gpu.astype(float)])[:, order[:n]]
+    kk = _even_servers(free, ps, worker, p, w)
+    if kk is None:
         return None
-    kk = int(ok[0]) + 1
     ps_nodes = tuple(int(order[i % kk]) for i in range(p))
     w_nodes = tuple(int(order[i % kk]) for i in range(w))
     _charge(cap, ps_nodes, ps)
@@ -266,7 +293,8 @@ def layout_for(
 ) -> tuple[Layout, Capacity] | None:
     """Where the job's (p, w) goes in `cap` once the layout it holds in the plan (`now`) is given
     back: the Fig. 10 layout if it fits, else `now` plus the missing tasks one by one (workers
-    first); with the capacity left after it. None if a task fits nowhere; `cap` is not changed."""
+    first); with the capacity left after it. None if a task fits nowhere; `cap` is not changed.
+    The plain version (a copy of every array per trial); allocate() uses _Free.layout."""
     trial = _copy(cap)
     if now is not None:
         _charge(trial, now[0], ps, -1)
@@ -287,13 +315,196 @@ def layout_for(
     return (tuple(ps_nodes), tuple(w_nodes)), trial
 
 
+def _even_servers_py(free: list, ps: Demand, worker: Demand, p: int, w: int) -> int | None:
+    """_even_servers in scalars (free: the n candidates' [cpu, mem, bw, gpu]): the same sums and
+    comparisons, stopping at the first k that fits (usually k = 1)."""
+    rp, rw = resource_vec(ps).tolist(), resource_vec(worker).tolist()
+    room = [(v[0] + 1e-9, v[1] + 1e-9, v[2] + 1e-3, float(v[3]) + 0.0) for v in free]
+    # candidates j >= k hold nothing, but the array version also asks 0 <= their room
+    rest_ok = [True] * (len(room) + 1)
+    for j in range(len(room) - 1, -1, -1):
+        rest_ok[j] = rest_ok[j + 1] and min(room[j]) >= 0.0
+    for k in range(1, len(free) + 1):
+        if not rest_ok[k]:
+            continue
+        qp, mp = divmod(p, k)
+        qw, mw = divmod(w, k)
+        for j in range(k):
+            a, b = qp + (j < mp), qw + (j < mw)
+            r = room[j]
+            if not (
+                a * rp[0] + b * rw[0] <= r[0] and a * rp[1] + b * rw[1] <= r[1]
+                and a * rp[2] + b * rw[2] <= r[2] and a * rp[3] + b * rw[3] <= r[3]
+            ):
+                break
+        else:
+            return k
+    return None
+
+
+class _Plain:
+    """allocate()'s free capacity through the plain functions above (the reference for _Free)."""
+
+    def __init__(self, cluster: Cluster, cap: Capacity):
+        self.cluster, self.cap = cluster, cap
+
+    def layout(self, ps, worker, p, w, now, prefer):
+        return layout_for(self.cluster, self.cap, ps, worker, p, w, now, prefer)
+
+    def commit(self, left: Capacity) -> None:
+        c = self.cap
+        c.cpu[:], c.mem[:], c.bw[:], c.gpu[:] = left.cpu, left.mem, left.bw, left.gpu
+
+
+class _Trial:
+    """A trial over _Free: the values of the nodes it changed (cpu, mem, bw, gpu), the rest read
+    through. Charges repeat _charge / Capacity.take's arithmetic in the same order per node, so
+    every value is bitwise what the plain version computes on its copy."""
+
+    __slots__ = ("base", "over")
+
+    def __init__(self, base: "_Free"):
+        self.base = base
+        self.over: dict[int, list] = {}
+
+    def vals(self, n: int) -> list:
+        v = self.over.get(n)
+        if v is None:
+            return list(self.base.free[n])
+        return v
+
+    def _mut(self, n: int) -> list:
+        v = self.over.get(n)
+        if v is None:
+            v = self.over[n] = self.vals(n)
+        return v
+
+    def charge(self, nodes, d: Demand, sign: int = 1) -> None:  # as _charge
+        count: dict[int, int] = {}
+        for n in nodes:
+            count[n] = count.get(n, 0) + 1
+        for n, cnt in count.items():
+            k = cnt * sign
+            v = self._mut(n)
+            v[0] -= k * d.cpu
+            v[1] -= k * d.mem_gb
+            v[2] -= k * d.bw_MBps * 1e6
+            v[3] -= k * d.gpu
+
+    def take(self, n: int, d: Demand) -> None:  # as Capacity.take, sign 1
+        v = self._mut(n)
+        v[0] -= 1 * d.cpu
+        v[1] -= 1 * d.mem_gb
+        v[2] -= 1 * d.bw_MBps * 1e6
+        v[3] -= 1 * d.gpu
+
+    def fits(self, n: int, d: Demand) -> bool:  # as Capacity.fits
+        v = self.vals(n)
+        return (
+            v[0] + 1e-9 >= d.cpu and v[1] + 1e-9 >= d.mem_gb
+            and v[2] + 1e-3 >= d.bw_MBps * 1e6 and v[3] >= d.gpu
+        )
+
+    def order(self, gpu_first: bool, prefer: tuple[int, ...]):
+        """_node_order under this trial, lazily: the preferred servers (most held first), then the
+        base's sorted order with the nodes this trial changed merged in at their new keys."""
+        key = self.base.key
+        held = Counter(prefer)
+        for n in sorted(held, key=lambda n: (-held[n], key(self.vals(n), n, gpu_first))):
+            yield int(n)
+        moved = sorted(
+            (key(v, n, gpu_first) for n, v in self.over.items() if n not in held)
+        )
+        i = 0
+        for k in self.base.sorted(gpu_first):
+            n = k[-1]
+            if n in held or n in self.over:
+                continue
+            while i < len(moved) and moved[i] < k:
+                yield int(moved[i][-1])
+                i += 1
+            yield n
+        for k in moved[i:]:
+            yield int(k[-1])
+
+
+class _Free:
+    """allocate()'s free capacity at scale: `cap` is changed in place, node by node, and the two
+    orders of _node_order (GPUs first or not) are kept sorted as nodes change, instead of a copy
+    of every array and a sort of every node per trial (seed 002's 4,000 jobs on 16,000 nodes:
+    benchmarks/optimus_scale.py). Same layouts as _Plain."""
+
+    def __init__(self, cluster: Cluster, cap: Capacity):
+        self.cluster, self.cap = cluster, cap
+        self._sorted: dict[bool, list] = {}
+        # cap's values as Python numbers (the same doubles; cheaper to read one by one)
+        self.free = list(zip(cap.cpu.tolist(), cap.mem.tolist(), cap.bw.tolist(), cap.gpu.tolist()))
+
+    @staticmethod
+    def key(v, n: int, gpu_first: bool) -> tuple:
+        """_node_order's lexsort keys, first to last: -GPUs (or 0), -CPU, -memory, index."""
+        return (-v[3] if gpu_first else 0, -v[0], -v[1], n)
+
+    def sorted(self, gpu_first: bool) -> list:
+        s = self._sorted.get(gpu_first)
+        if s is None:
+            s = self._sorted[gpu_first] = sorted(
+                self.key(v, n, gpu_first) for n, v in enumerate(self.free)
+            )
+        return s
+
+    def layout(self, ps, worker, p, w, now, prefer) -> tuple[Layout, _Trial] | None:
+        """layout_for on a _Trial."""
+        trial = _Trial(self)
+        if now is not None:
+            trial.charge(now[0], ps, -1)
+            trial.charge(now[1], worker, -1)
+        n = min(self.cluster.n_nodes, max(p, w))
+        order = list(islice(trial.order(worker.gpu > 0, prefer), n))
+        kk = _even_servers_py([trial.vals(x) for x in order], ps, worker, p, w)
+        if kk is not None:
+            ps_nodes = tuple(order[i % kk] for i in range(p))
+            w_nodes = tuple(order[i % kk] for i in range(w))
+            trial.charge(ps_nodes, ps)
+            trial.charge(w_nodes, worker)
+            return (ps_nodes, w_nodes), trial
+        ps_nodes, w_nodes = (list(now[0][:p]), list(now[1][:w])) if now else ([], [])
+        trial.charge(tuple(ps_nodes), ps)
+        trial.charge(tuple(w_nodes), worker)
+        for d, nodes, want in ((worker, w_nodes, w), (ps, ps_nodes, p)):
+            while len(nodes) < want:
+                job_nodes = tuple(ps_nodes + w_nodes) + prefer
+                got = next((x for x in trial.order(d.gpu > 0, job_nodes) if trial.fits(x, d)), -1)
+                if got < 0:
+                    return None
+                trial.take(got, d)
+                nodes.append(got)
+        return (tuple(ps_nodes), tuple(w_nodes)), trial
+
+    def commit(self, trial: _Trial) -> None:
+        c = self.cap
+        for n, v in trial.over.items():
+            old = self.free[n]
+            self.free[n] = tuple(v)
+            c.cpu[n], c.mem[n], c.bw[n], c.gpu[n] = v
+            for gpu_first, s in self._sorted.items():
+                del s[bisect_left(s, self.key(old, n, gpu_first))]
+                insort(s, self.key(v, n, gpu_first))
+
+
 # ----------------------------------------------------------------------------- allocation
-def marginal_gain(remaining: float, f0: float, f1: float, d: Demand, totals: np.ndarray) -> float:
+def marginal_gain(
+    remaining: float, f0: float, f1: float, d: Demand, totals: np.ndarray,
+    share: float | None = None,
+) -> float:
     """Seed 002: (Q/f(p, w) - Q/f(p', w')) / the added task's dominant share of the cluster
-    ([code] divides by the raw amount of the dominant resource; not copied)."""
+    ([code] divides by the raw amount of the dominant resource; not copied). `share`: that share
+    when already known."""
     if not f0 or not f1:
         return -math.inf
-    return (remaining / f0 - remaining / f1) / dominant_share(d, totals)
+    if share is None:
+        share = dominant_share(d, totals)
+    return (remaining / f0 - remaining / f1) / share
 
 
 @dataclass
@@ -316,31 +527,34 @@ class AllocJob:
 
 
 def allocate(
-    jobs: list[AllocJob], cluster: Cluster, cap: Capacity, totals: np.ndarray
+    jobs: list[AllocJob], cluster: Cluster, cap: Capacity, totals: np.ndarray, fast: bool = True
 ) -> dict[str, Layout]:
     """Seed 002 "Marginal Gain based Heuristic for Resource Allocation", placing as it grows.
 
     `jobs` in arrival order; `cap` the free capacity the round may spend (charged). Every job
     first gets 1 PS + 1 worker, then its profiling shape; then the largest gain goes first. A task
     counts as fitting only if the job's new (p, w) can be placed (see layout_for). Returns the
-    layout of every job that got at least 1 PS and 1 worker."""
+    layout of every job that got at least 1 PS and 1 worker. `fast`: through _Free (the same
+    plan as the plain functions, `fast=False`, at any scale)."""
     plan: dict[str, Layout] = {}
+    free = (_Free if fast else _Plain)(cluster, cap)
 
-    def layout(job: AllocJob, p: int, w: int) -> tuple[Layout, Capacity] | None:
-        return layout_for(cluster, cap, job.ps, job.worker, p, w, plan.get(job.job_id), job.prefer)
+    def layout(job: AllocJob, p: int, w: int) -> tuple[Layout, object] | None:
+        return free.layout(job.ps, job.worker, p, w, plan.get(job.job_id), job.prefer)
 
-    def commit(job: AllocJob, got: tuple[Layout, Capacity] | None) -> bool:
+    def commit(job: AllocJob, got: tuple[Layout, object] | None) -> bool:
         if got is None:
             return False
         plan[job.job_id] = got[0]
-        left = got[1]
-        cap.cpu[:], cap.mem[:], cap.bw[:], cap.gpu[:] = left.cpu, left.mem, left.bw, left.gpu
+        free.commit(got[1])
         return True
 
     # "First allocate one worker and one parameter server to each active job to avoid starvation"
     for job in jobs:
         commit(job, layout(job, 1, 1))
     given: dict[str, set[tuple[int, int]]] = {}
+    shares: dict[Demand, float] = {}  # dominant share per task demand
+    seen: dict[tuple[str, int, int], list] = {}  # options of a job at a shape (fitted speeds)
     for job in jobs:  # emulated profiling: the first shape that fits and no job of its group got
         if job.job_id in plan and job.starts:
             mine = given.setdefault(job.group, set())
@@ -354,17 +568,26 @@ def allocate(
         placement-dependent speed only the increments that can be placed."""
         now = plan[job.job_id]
         p, w = len(now[0]), len(now[1])
+        if not job.placed_speed:  # depends on (p, w) alone: computed once per shape
+            known = seen.get((job.job_id, p, w))
+            if known is not None:
+                return known
         f0 = job.speed(p, w, now if job.placed_speed else None)
         out = []
         for pw, d in (((p + 1, w), job.ps), ((p, w + 1), job.worker)):
-            if pw[0] > pw[1]:
-                continue  # never more PS than workers (see the module docstring)
             got = layout(job, *pw) if job.placed_speed else None
             if job.placed_speed and got is None:
                 continue
             f1 = job.speed(*pw, got[0] if got else None)
-            out.append((job.factor * marginal_gain(job.remaining, f0, f1, d, totals), pw, got))
-        return sorted(out, key=lambda o: -o[0])
+            sh = shares.get(d)
+            if sh is None:
+                sh = shares[d] = dominant_share(d, totals)
+            gain = marginal_gain(job.remaining, f0, f1, d, totals, sh)
+            out.append((job.factor * gain, pw, got))
+        out.sort(key=lambda o: -o[0])
+        if not job.placed_speed:
+            seen[(job.job_id, p, w)] = out
+        return out
 
     def gain(job: AllocJob) -> float:
         return max((o[0] for o in options(job)), default=-math.inf)
@@ -422,6 +645,7 @@ class _Estimates:
 
 class Optimus(Scheduler):
     name = "optimus"
+    fast = True  # allocate() through _Free; False: the plain functions (same decisions, tested)
 
     def __init__(
         self,
@@ -443,6 +667,7 @@ class Optimus(Scheduler):
         self._next_full = 0.0
         self._est = _Estimates()
         self._models: dict[str, tuple[dict, np.ndarray | None]] = {}
+        self._predicted: dict[str, dict[tuple[int, int], float]] = {}
 
     # ---------------------------------------------------------------- estimates
     def _pooled(self, model: str) -> dict[tuple[int, int], float]:
@@ -474,14 +699,23 @@ class Optimus(Scheduler):
             pooled = self._pooled(job.model)
             self._models[job.model] = (pooled, fit_speed(pooled, job.sync))
         pooled, theta = self._models[job.model]
+        fitted = self._predicted.setdefault(job.model, {})  # this round's predictions
         own = job.observed_speed
+        seen = list(pooled) + list(own)
+        p_max = EXTRAPOLATE * max((pw[0] for pw in seen), default=0)
+        w_max = EXTRAPOLATE * max((pw[1] for pw in seen), default=0)
 
         def speed(p: int, w: int, layout: Layout | None) -> float | None:
             if (p, w) in own:
                 return own[(p, w)]
             if (p, w) in pooled:
                 return pooled[(p, w)]
-            return predict_speed(theta, job.sync, p, w) if theta is not None else None
+            if theta is None or p > p_max or w > w_max:
+                return None
+            f = fitted.get((p, w))
+            if f is None:
+                f = fitted[(p, w)] = predict_speed(theta, job.sync, p, w)
+            return f
 
         return speed, theta is not None
 
@@ -511,6 +745,7 @@ class Optimus(Scheduler):
             if j.observed_speed:
                 self._est.speeds.setdefault(j.model, {})[j.job_id] = dict(j.observed_speed)
         self._models = {}  # this round's speed fits
+        self._predicted: dict[str, dict[tuple[int, int], float]] = {}
         full = view.time >= self._next_full - 1e-6
         if full:
             self._next_full = (math.floor(view.time / self.interval_s + 1e-9) + 1) * self.interval_s
@@ -524,7 +759,7 @@ class Optimus(Scheduler):
                 if t.node >= 0:
                     cap.take(t.node, t.demand, -1)
         jobs = [self._alloc_job(view, j) for j in movable]
-        plan = allocate(jobs, c, cap, cluster_totals(c))
+        plan = allocate(jobs, c, cap, cluster_totals(c), self.fast)
         d = Decision()
         for j in movable:
             if j.job_id not in plan:

@@ -15,11 +15,20 @@ of jobs with a task that fits somewhere, so the knob never leaves resources idle
 Choices where the sources leave room:
 - Resources: CPU, memory, GPUs and NIC bandwidth (a task's bw_MBps cap), all weighted 1 in the
   dot product; Tetris' disk has no counterpart in the simulator.
-- Remaining work W of a job = (remaining fraction of its epoch budget, from observed progress) x
-  the size of all its tasks (demands as fractions of the cluster totals, summed). The view has no
-  duration estimate for a job that never ran, so this is the observable proxy DL2's Tetris (by
-  Optimus' authors, tetris_env.py) uses: resources x (1 - progress / epochs). Note DL2 adds the
-  term with a plus sign, which prefers more remaining work; Tetris prefers less, as here.
+- Remaining work W of a job (Tetris §3.2: the job's remaining duration x its resource demands) =
+  remaining seconds x the size of all its tasks (demands as fractions of the cluster totals,
+  summed). Remaining seconds = the steps left of its epoch budget (max_epochs x steps_per_epoch -
+  steps done; the scheduler does not know where the job will converge) / its estimated speed in
+  steps/s. The speed, first found of: the job's own measured speed at its (p, w), its last
+  measured speed; then, as Tetris estimates task durations from earlier runs of recurring jobs
+  (its section on estimating demands; the section number is not checked here), the speeds measured by earlier and running jobs of the same model (pooled, kept after
+  they finish): the mean at the same (p, w), else the mean speed per worker x w (throughput taken
+  as linear in workers, assumed). A job with no estimate (a model never run yet) is given the mean
+  remaining seconds of the candidates that have one (a neutral prior), or 1 s when none has one,
+  where W reduces to the footprint alone. Tetris is non-preemptive, so a pending job never ran:
+  the pooled speeds of its model are what it gets.
+  (DL2's Tetris, by Optimus' authors, tetris_env.py, uses resources x (1 - progress / epochs) and
+  adds the term with a plus sign, which prefers more remaining work; Tetris prefers less, as here.)
 - m = 1 (DL2 weighs the two terms by the ratio of their means, i.e. m = 1); f = 0 by default,
   since Optimus' description of Tetris names packing and remaining time only.
 - The batch form of Tetris' per-machine loop: at a decision point every machine with free
@@ -56,8 +65,35 @@ class Tetris(Scheduler):
             raise ValueError(f"multiplier m must be >= 0, got {m}")
         self.fairness = fairness
         self.m = m
+        self.reset()
+
+    def reset(self, seed: int | None = None) -> None:
+        super().reset(seed)
+        self._speeds: dict[str, dict[str, dict[tuple[int, int], float]]] = {}
+
+    def remaining_seconds(self, job: JobView) -> float | None:
+        """Steps left of the epoch budget / the estimated speed (module docstring); None if the job
+        and its model never ran."""
+        steps = max(0.0, job.max_epochs * job.steps_per_epoch - job.steps_done)
+        f = job.observed_speed.get((job.num_ps, job.num_workers)) or job.last_speed
+        if not f:
+            same, per_worker = [], []
+            for samples in self._speeds.get(job.model, {}).values():
+                for (p, w), v in samples.items():
+                    if v > 0:
+                        per_worker.append(v / w)
+                        if (p, w) == (job.num_ps, job.num_workers):
+                            same.append(v)
+            if same:
+                f = float(np.mean(same))
+            elif per_worker:
+                f = float(np.mean(per_worker)) * job.num_workers
+        return steps / f if f else None
 
     def decide(self, view: ClusterView) -> Decision:
+        for j in view.jobs:  # what each job has measured, pooled by model, kept after it finishes
+            if j.observed_speed:
+                self._speeds.setdefault(j.model, {})[j.job_id] = dict(j.observed_speed)
         excluded: list[str] = []
         while True:
             plan = self.pack(view, set(excluded))
@@ -106,7 +142,14 @@ class Tetris(Scheduler):
         if not groups:
             return {}
         vecs = np.array([g[3] for g in groups])
-        work = np.array([_remaining_work(g[0], totals) for g in groups])
+        secs = {j.job_id: self.remaining_seconds(j) for j in jobs}
+        known = [v for v in secs.values() if v is not None]
+        prior = float(np.mean(known)) if known else 1.0
+        work = np.array([
+            _remaining_work(g[0], totals, secs[g[0].job_id] if secs[g[0].job_id] is not None
+                            else prior)
+            for g in groups
+        ])
         held = {j.job_id: np.zeros(4) for j in view.jobs}
         for j in view.jobs:
             for t in j.tasks:
@@ -155,11 +198,9 @@ def _vec(d: Demand) -> np.ndarray:
     return np.array([d.cpu, d.mem_gb, float(d.gpu), d.bw_MBps * 1e6])
 
 
-def _remaining_work(job: JobView, totals: np.ndarray) -> float:
-    """Remaining fraction of the epoch budget x the job's size (its tasks as cluster fractions)."""
-    budget = job.max_epochs * job.steps_per_epoch
-    left = max(0.0, 1.0 - job.steps_done / budget)
-    return left * float((_size(job) / np.where(totals > 0, totals, 1.0)).sum())
+def _remaining_work(job: JobView, totals: np.ndarray, seconds: float) -> float:
+    """Tetris §3.2: remaining seconds x the job's size (its tasks as cluster fractions)."""
+    return seconds * float((_size(job) / np.where(totals > 0, totals, 1.0)).sum())
 
 
 def _size(job: JobView) -> np.ndarray:

@@ -64,3 +64,20 @@ def test_weight_zero_is_kubernetes_default():
 def test_negative_weight_refused():
     with pytest.raises(ValueError, match="weight_of_dltap"):
         baselines.make("dltap", weight_of_dltap=-1)
+
+
+def test_fig1_fixed_placements_throughput_and_time():
+    """Issue 12 item 7, seed 000 §3 / Fig. 3 (b): one FCN-4 job alone in Fig. 1's placements.
+    (a) has 6 cross-node worker-PS pairs, (b) 4; per-node outgoing throughput sums to the engine's
+    cross-node rate, and with exchange-only traffic the cluster throughput ratio is exactly
+    (4/6) x T(a) / T(b)."""
+    from baselines.reproduce.dltap import fig1
+
+    r = fig1("FCN-4")
+    a, b = r["non-ideal"], r["ideal"]
+    assert b["time_s"] < a["time_s"]
+    assert b["cluster_MBps"] < a["cluster_MBps"]
+    assert b["cluster_MBps"] / a["cluster_MBps"] == pytest.approx(
+        (4 / 6) * a["time_s"] / b["time_s"], rel=1e-6
+    )
+    assert a["node_MBps"][1] > a["node_MBps"][0]  # s2 holds both PS in (a): it sends most

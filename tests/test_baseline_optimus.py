@@ -223,3 +223,79 @@ def test_default_scenario_both_front_doors():
         assert (want["jobs_finished"], want["jobs_unfinished"]) == (60, 0)
         env = gym.make("DLClusterJoint-v0", scenario="default", max_jobs=64)
         assert SchedulerAdapter(env, baselines.make(name)).run(0).summary() == want
+
+
+def test_more_ps_than_workers_when_ps_gain_more():
+    """Issue 12 item 11: no seed limits PS to the number of workers (seed 002's heuristic adds
+    "one worker or parameter server", whichever gains more; [code] likewise). With a speed whose
+    exchange term w/p dominates, 1/f = 0.1/w + 0.5 w/p, the greedy adds PS past the workers. (On
+    the engine's speeds before the speed-model change, the old rule stopped a lone ResNet-50 at
+    (3, 3) where (4, 4) was 12% faster and optimus-oracle now takes (17, 6).)"""
+    cluster = make_cluster(nodes_per_rack=2, cpus=64, memory_gb=256, gpus=8, gpu_memory_gb=16)
+    plan = allocate(
+        [gpu_job("a", 1e5, lambda p, w, lay: 1 / (0.1 / w + 0.5 * w / p + 0.01 * (p + w)))],
+        cluster, empty(cluster), cluster_totals(cluster),
+    )
+    ps, wk = plan["a"]
+    assert len(ps) > len(wk) >= 1
+
+
+def test_fitted_speed_not_extrapolated_past_twice_the_measured_range():
+    """The fitted model answers up to EXTRAPOLATE x the largest p and w measured for the model;
+    beyond, no estimate (so the greedy cannot chase an unidentified t4 = 0 to hundreds of PS)."""
+    from baselines.optimus import EXTRAPOLATE
+
+    cluster = make_cluster(nodes_per_rack=2, cpus=64, memory_gb=256, gpus=8, gpu_memory_gb=16)
+    zoo = make_zoo(m=model_dict(worker={"cpu": 1, "mem_gb": 1, "gpu": 1}, compute_on="gpu"))
+    sim = make_sim(cluster, zoo, [("j0", "m", 1, 1)])
+    sched = Optimus()
+    sched.reset(0)
+    theta = np.array([0.4, 0.02, 0.05, 0.01, 0.0])  # t4 = 0: more PS always "help"
+    sched._est.speeds["m"] = {
+        "old": {pw: predict_speed(theta, True, *pw) for pw in PROFILE_DESIGN[:5]}
+    }
+    view = sim.view()
+    speed, ready = sched.speed_fn(view, view.jobs[0])
+    assert ready and EXTRAPOLATE == 2
+    p_max, w_max = 2 * 2, 2 * 4  # the design's first five shapes reach p = 2, w = 4
+    assert speed(p_max, 1, None) is not None and speed(p_max + 1, 1, None) is None
+    assert speed(1, w_max, None) is not None and speed(1, w_max + 1, None) is None
+
+
+def _decisions(scenario: str, name: str, fast: bool, max_points: int | None = None) -> list:
+    """Every decision of one run (or its first `max_points`), as comparable tuples."""
+    sim = dlclusterenv.make_sim(scenario, 0)
+    sched = baselines.make(name)
+    sched.fast = fast
+    sim.reset()
+    sched.reset(0)
+    out = []
+    while not sim.done and (max_points is None or len(out) < max_points):
+        view = sim.view(oracle=sched.oracle)
+        d = sched.decide(view)
+        out.append((view.time, sorted(d.allocate.items()), sorted(d.place.items()), d.preempt))
+        sim.apply(d)
+        sim.advance()
+    return out
+
+
+@pytest.mark.parametrize(
+    "scenario, name, points",
+    [
+        ("default", "optimus", None),
+        ("default", "optimus-oracle", None),
+        ("optimus", "optimus", None),  # a full testbed: the one-task-at-a-time fallback and misfits
+        ("philly", "optimus", 300),  # 2,496 GPUs; its first 300 decision points
+    ],
+)
+def test_fast_placement_same_decisions(scenario, name, points):
+    """Issue 12 item 10: _Free (sorted node orders kept up to date, trials touching only their
+    nodes) decides exactly as the plain whole-array functions (fast=False)."""
+    if scenario == "philly":
+        from dlclusterenv.profiles import shared_dir
+
+        if not (shared_dir() / "traces" / "philly_jobs.csv").exists():
+            pytest.skip("shared Philly trace absent")
+    fast = _decisions(scenario, name, True, points)
+    assert len(fast) > 100
+    assert fast == _decisions(scenario, name, False, points)

@@ -57,20 +57,56 @@ def test_remaining_work_term_puts_less_work_first():
     assert set(Tetris(m=0.0).decide(view).place) == {"big/w0", "big/w1", "big/w2", "big/ps0"}
 
 
-def test_remaining_work_from_observed_progress():
-    """W = (1 - steps done / epoch budget) x the job's tasks as cluster fractions: one job with
-    <1 CPU, 1 GB> PS and worker on 4 CPU / 4 GB has size 2 * (1/4 + 1/4) = 1; after 100 s at
-    1 / 0.3 steps/s of a 100-epoch x 1,000-step budget, W = 1 - 333.3 / 100,000."""
+def test_remaining_work_is_duration_times_size():
+    """W = remaining seconds x the job's tasks as cluster fractions: <1 CPU, 1 GB> PS and worker on
+    4 CPU / 4 GB have size 2 * (1/4 + 1/4) = 1. Remaining seconds = steps left of the 100-epoch x
+    1,000-step budget / speed: after 100 s at about 1 / 0.3 steps/s, its own measured speed."""
     cluster = make_cluster(nodes_per_rack=1, cpus=4, memory_gb=4)
     zoo = make_zoo(U=shaped((1.0, 1.0), (1.0, 1.0), steps_per_epoch=1000))
     sim = Simulator(cluster, [JobSpec("j", "U", 0.0, 1, 1)], zoo, seed=0, tick_s=100)
     totals = np.array([4.0, 4.0, 0.0, 1250e6])
-    assert _remaining_work(sim.view().job("j"), totals) == pytest.approx(1.0)
-    sim.decide(Tetris())
+    sched = Tetris()
+    assert sched.remaining_seconds(sim.view().job("j")) is None  # never ran, no job of its model
+    assert _remaining_work(sim.view().job("j"), totals, 7.0) == pytest.approx(7.0)
+    sim.decide(sched)
     sim.advance()
     job = sim.view().job("j")
     assert sim.now == 100 and job.steps_done == pytest.approx(100 / 0.3)
-    assert _remaining_work(job, totals) == pytest.approx(1.0 - (100 / 0.3) / 100_000)
+    f = job.observed_speed[(1, 1)]  # measured, near 1 / 0.3
+    assert f == pytest.approx(1 / 0.3, rel=0.01)
+    assert sched.remaining_seconds(job) == pytest.approx((100_000 - 100 / 0.3) / f)
+
+
+def test_pending_job_duration_from_its_models_measured_speed():
+    """Issue 12 item 9: a pending job never ran, so its duration comes from the speeds measured by
+    jobs of its model: the mean at its (p, w), else the mean per worker x its workers."""
+    cluster = make_cluster(nodes_per_rack=1, cpus=8, memory_gb=8)
+    zoo = make_zoo(U=shaped((1.0, 1.0), (1.0, 1.0), steps_per_epoch=1000))
+    sim = Simulator(cluster, [JobSpec("a", "U", 0.0, 1, 1), JobSpec("b", "U", 0.0, 1, 4)], zoo,
+                    seed=0)
+    sched = Tetris()
+    sched._speeds = {"U": {"old1": {(1, 1): 2.0}, "old2": {(1, 1): 4.0, (1, 2): 5.0}}}
+    view = sim.view()
+    assert sched.remaining_seconds(view.job("a")) == pytest.approx(100_000 / 3.0)  # same shape
+    per_worker = (2.0 + 4.0 + 5.0 / 2) / 3
+    assert sched.remaining_seconds(view.job("b")) == pytest.approx(100_000 / (4 * per_worker))
+
+
+def test_shorter_duration_goes_first():
+    """Two pending jobs of the same footprint; one node holds one of them. Without a duration
+    estimate they tie on remaining work and the earlier one goes first; once their models'
+    measured speeds say the later one (j2) finishes 10x sooner, it goes first (m = 1), and pure
+    packing (m = 0) ignores it."""
+    cluster = make_cluster(nodes_per_rack=1, cpus=2, memory_gb=2)
+    zoo = make_zoo(SLOW=shaped((1.0, 1.0), (1.0, 1.0)), FAST=shaped((1.0, 1.0), (1.0, 1.0)))
+    sim = Simulator(cluster, [JobSpec("j1", "SLOW", 0.0, 1, 1),
+                              JobSpec("j2", "FAST", 0.0, 1, 1)], zoo, seed=0)
+    view = sim.view()
+    assert set(Tetris().decide(view).place) == {"j1/w0", "j1/ps0"}
+    for m, first in ((1.0, "j2"), (0.0, "j1")):
+        sched = Tetris(m=m)
+        sched._speeds = {"SLOW": {"x": {(1, 1): 1.0}}, "FAST": {"y": {(1, 1): 10.0}}}
+        assert set(sched.decide(view).place) == {f"{first}/w0", f"{first}/ps0"}
 
 
 def test_fairness_knob_keeps_jobs_furthest_below_their_share():

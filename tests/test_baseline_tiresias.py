@@ -5,12 +5,14 @@ directly: preemption is not expressible in the Gym envs, and the adapter says so
 from __future__ import annotations
 
 import gymnasium as gym
+import numpy as np
 import pytest
 from helpers import make_cluster, make_zoo, model_dict
 
 import baselines
 import dlclusterenv
 from baselines.tiresias import Tiresias
+from dlclusterenv import Decision
 from dlclusterenv.adapter import SchedulerAdapter
 from dlclusterenv.jobs import JobSpec
 from dlclusterenv.sim import Simulator
@@ -81,3 +83,72 @@ def test_default_scenario_both_front_doors():
     assert m.jobs_finished == 60 and m.jobs_unfinished == 0
     env = gym.make("DLClusterJoint-v0", scenario="default", max_jobs=64)
     assert SchedulerAdapter(env, baselines.make("tiresias")).run(0).summary() == m.summary()
+
+
+def test_gittins_index_formula():
+    """§4.2: G(a) = P(S - a <= D | S > a) / E[min(S - a, D) | S > a]. Sizes 100 and 10,000
+    (half each): at a = 0 with D = 3,250, P = 1/2, E = (100 + 3,250) / 2; at a = 90, P = 1/2,
+    E = (10 + 3,250) / 2, so the job closer to a likely end has the higher index; past every size
+    the index is 0; with D unbounded G = 1 / E[S - a | S > a]."""
+    from baselines.tiresias import gittins_index
+
+    sizes = np.array([100.0, 10_000.0])
+    assert gittins_index(sizes, 0.0, 3250.0) == pytest.approx(0.5 / 1675.0)
+    assert gittins_index(sizes, 90.0, 3250.0) == pytest.approx(0.5 / 1630.0)
+    assert gittins_index(sizes, 20_000.0, 3250.0) == 0.0
+    assert gittins_index(sizes, 200.0, float("inf")) == pytest.approx(1 / 9800.0)
+
+
+def test_gittins_variant_differs_from_las():
+    """Two jobs waiting in Q0 on a node that holds one: 2D-LAS takes them in entry order (a
+    first); with finished jobs of 100 and 10,000 GPU-s learned, 2D-Gittins prefers b, which has
+    90 GPU-s and so is likelier to finish within its quantum than a with none."""
+    cluster = make_cluster(nodes_per_rack=1, cpus=16, memory_gb=64, gpus=2, gpu_memory_gb=16)
+    zoo = make_zoo(L=model_dict(compute_on="gpu", worker={"cpu": 1.0, "mem_gb": 1.0, "gpu": 1}))
+    sim = Simulator(cluster, [JobSpec("a", "L", 0.0, 1, 2), JobSpec("b", "L", 0.0, 1, 2)], zoo,
+                    seed=0, tick_s=45)
+    las, git = baselines.make("tiresias"), baselines.make("tiresias-gittins")
+    for s in (las, git):
+        s.reset(0)
+        s.decide(sim.view())  # both jobs enter Q0 at t = 0 (the decision is not applied)
+        s.sizes = [100.0, 10_000.0]
+    sim.apply(Decision(place={"b/ps0": 0, "b/w0": 0, "b/w1": 0}))
+    sim.advance()
+    sim.apply(Decision(preempt=["b"]))
+    view = sim.view()
+    assert view.job("b").attained_gpu_s == pytest.approx(90.0) and view.job("a").attained_gpu_s == 0
+    assert set(las.decide(view).place) == {"a/ps0", "a/w0", "a/w1"}
+    assert set(git.decide(view).place) == {"b/ps0", "b/w0", "b/w1"}
+    assert git.index(view.job("b")) > git.index(view.job("a"))
+
+
+def test_sizes_learned_from_finished_jobs():
+    """A job that leaves the view has finished: its GPU-seconds (2 GPUs x its run time) join the
+    distribution 2D-Gittins learns."""
+    cluster = make_cluster(nodes_per_rack=1, cpus=16, memory_gb=64, gpus=2, gpu_memory_gb=16)
+    short = model_dict(compute_on="gpu", worker={"cpu": 1.0, "mem_gb": 1.0, "gpu": 1},
+                       steps_per_epoch=100, convergence={"max_epochs": 1})
+    sim = Simulator(cluster, [JobSpec("a", "S", 0.0, 1, 2), JobSpec("b", "S", 100.0, 1, 2)],
+                    make_zoo(S=short), seed=0, tick_s=50)
+    tir = baselines.make("tiresias-gittins")
+    assert sim.run(tir).jobs_finished == 2
+    assert tir.sizes == [pytest.approx(2 * sim.jobs["a"].finish_s)]  # b finished last: unseen
+
+
+def test_skew_placement_consolidates_only_sensitive_models():
+    """§4.3: two 4-GPU servers with 2 GPUs free on each. A 4-worker job of a large model
+    (>= skew_bytes, placement-sensitive) needs one whole server and waits; the same job of a small
+    model starts across both servers. With skew_bytes=None no job waits for consolidation."""
+    cluster = make_cluster(nodes_per_rack=2, cpus=16, memory_gb=64, gpus=4, gpu_memory_gb=16)
+    gpu = {"compute_on": "gpu", "worker": {"cpu": 1.0, "mem_gb": 1.0, "gpu": 1}}
+    zoo = make_zoo(BIG=model_dict(param_bytes=500e6, **gpu), SMALL=model_dict(param_bytes=50e6, **gpu))
+    for model, waits in (("BIG", True), ("SMALL", False)):
+        sim = Simulator(cluster, [JobSpec("x", "SMALL", 0.0, 1, 2), JobSpec("y", "SMALL", 0.0, 1, 2),
+                                  JobSpec("z", model, 0.0, 1, 4)], zoo, seed=0)
+        sim.apply(Decision(place={"x/ps0": 0, "x/w0": 0, "x/w1": 0, "y/ps0": 1, "y/w0": 1, "y/w1": 1}))
+        view = sim.view()
+        for sched, wait in ((Tiresias(), waits), (Tiresias(skew_bytes=None), False)):
+            d = sched.decide(view)
+            assert ("z/w0" not in d.place) == wait, (model, sched.skew_bytes)
+            if not wait:
+                assert {d.place[f"z/w{i}"] for i in range(4)} == {0, 1}
