@@ -110,7 +110,12 @@ MIN_LOSS_POINTS = 3  # [code] est_epoch: len(job.val_losses) >= 3
 
 # ----------------------------------------------------------------------------- speed model
 def speed_features(sync: bool, p: float, w: float) -> np.ndarray:
-    """Seed 003: sync 1/f = [M/w, 1, w/p, w, p] . t; async w/f = [1, w/p, w, p] . t."""
+    """Seed 003: sync 1/f = [M/w, 1, w/p, w, p] . t; async w/f = [1, w/p, w, p] . t.
+
+    All-reduce jobs (p = 0, not in the seeds) keep the terms without a PS: 1/f = [1/w, 1, w] . t
+    (compute split per worker, a fixed exchange, a per-worker message cost), our choice."""
+    if p == 0:
+        return np.array([1.0 / w, 1.0, w])
     if sync:
         return np.array([1.0 / w, 1.0, w / p, w, p])
     return np.array([1.0, w / p, w, p])
@@ -119,7 +124,7 @@ def speed_features(sync: bool, p: float, w: float) -> np.ndarray:
 def fit_speed(samples: dict[tuple[int, int], float], sync: bool) -> np.ndarray | None:
     """Non-negative t for the speed model from measured speeds; None while not identifiable."""
     pts = [(p, w, f) for (p, w), f in samples.items() if f > 0]
-    n = 5 if sync else 4
+    n = len(speed_features(sync, pts[0][0], 1.0)) if pts else 5
     if len(pts) < n:
         return None
     a = np.array([speed_features(sync, p, w) for p, w, _ in pts])
@@ -524,6 +529,7 @@ class AllocJob:
     group: str = ""  # jobs of one group (model) pool speed samples: each profiles another shape
     prefer: tuple[int, ...] = ()  # the servers its tasks are on now
     placed_speed: bool = False
+    uses_ps: bool = True  # False: an all-reduce job, grown by workers only from (0, 1)
 
 
 def allocate(
@@ -550,8 +556,9 @@ def allocate(
         return True
 
     # "First allocate one worker and one parameter server to each active job to avoid starvation"
+    # (an all-reduce job: one worker)
     for job in jobs:
-        commit(job, layout(job, 1, 1))
+        commit(job, layout(job, 1 if job.uses_ps else 0, 1))
     given: dict[str, set[tuple[int, int]]] = {}
     shares: dict[Demand, float] = {}  # dominant share per task demand
     seen: dict[tuple[str, int, int], list] = {}  # options of a job at a shape (fitted speeds)
@@ -574,7 +581,8 @@ def allocate(
                 return known
         f0 = job.speed(p, w, now if job.placed_speed else None)
         out = []
-        for pw, d in (((p + 1, w), job.ps), ((p, w + 1), job.worker)):
+        grow = (((p + 1, w), job.ps), ((p, w + 1), job.worker)) if job.uses_ps else (((p, w + 1), job.worker),)
+        for pw, d in grow:
             got = layout(job, *pw) if job.placed_speed else None
             if job.placed_speed and got is None:
                 continue
@@ -670,9 +678,14 @@ class Optimus(Scheduler):
         self._predicted: dict[str, dict[tuple[int, int], float]] = {}
 
     # ---------------------------------------------------------------- estimates
-    def _pooled(self, model: str) -> dict[tuple[int, int], float]:
+    @staticmethod
+    def _group(job: JobView) -> str:
+        """Speed samples pool per model and communication pattern (their speed models differ)."""
+        return job.model if job.comm == "ps" else f"{job.model} (all-reduce)"
+
+    def _pooled(self, group: str) -> dict[tuple[int, int], float]:
         acc: dict[tuple[int, int], list[float]] = {}
-        for samples in self._est.speeds.get(model, {}).values():
+        for samples in self._est.speeds.get(group, {}).values():
             for pw, f in samples.items():
                 acc.setdefault(pw, []).append(f)
         return {pw: float(np.mean(v)) for pw, v in acc.items()}
@@ -695,11 +708,12 @@ class Optimus(Scheduler):
     def speed_fn(self, view: ClusterView, job: JobView) -> tuple[Callable, bool]:
         """(speed(p, w, layout) -> steps/s, identifiable): the job's own measurement, else the
         pooled one, else the fitted model; None while the model is not identifiable."""
-        if job.model not in self._models:
-            pooled = self._pooled(job.model)
-            self._models[job.model] = (pooled, fit_speed(pooled, job.sync))
-        pooled, theta = self._models[job.model]
-        fitted = self._predicted.setdefault(job.model, {})  # this round's predictions
+        group = self._group(job)
+        if group not in self._models:
+            pooled = self._pooled(group)
+            self._models[group] = (pooled, fit_speed(pooled, job.sync))
+        pooled, theta = self._models[group]
+        fitted = self._predicted.setdefault(group, {})  # this round's predictions
         own = job.observed_speed
         seen = list(pooled) + list(own)
         p_max = EXTRAPOLATE * max((pw[0] for pw in seen), default=0)
@@ -723,7 +737,9 @@ class Optimus(Scheduler):
         speed, ready = self.speed_fn(view, job)
         starts: tuple[tuple[int, int], ...] = ()
         if not ready:  # emulated profiling: the design's shapes no job of this model has run
-            starts = tuple(pw for pw in PROFILE_DESIGN if pw not in self._models[job.model][0])
+            design = PROFILE_DESIGN if job.comm == "ps" else tuple(
+                dict.fromkeys((0, w) for _, w in PROFILE_DESIGN))
+            starts = tuple(pw for pw in design if pw not in self._models[self._group(job)][0])
         early = len(job.observed_loss) < self.early_epochs
         return AllocJob(
             job.job_id,
@@ -737,13 +753,14 @@ class Optimus(Scheduler):
             job.model,
             tuple(t.node for t in job.tasks if t.node >= 0),
             self.oracle,
+            job.comm == "ps",
         )
 
     # ---------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Decision:
         for j in view.jobs:  # pool what every job has measured, kept after it finishes
             if j.observed_speed:
-                self._est.speeds.setdefault(j.model, {})[j.job_id] = dict(j.observed_speed)
+                self._est.speeds.setdefault(self._group(j), {})[j.job_id] = dict(j.observed_speed)
         self._models = {}  # this round's speed fits
         self._predicted: dict[str, dict[tuple[int, int], float]] = {}
         full = view.time >= self._next_full - 1e-6
