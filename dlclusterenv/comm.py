@@ -123,8 +123,6 @@ def _conn_time(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, n: int, con
 class ParameterServer:
     """Workers push gradients to and pull parameters from p PS (Optimus §3, DLTAP §3)."""
 
-    needs_ps = True
-
     @staticmethod
     def plan(cluster: Cluster, m: ModelSpec, shard_nodes, ps_nodes, w_nodes) -> Comm:
         n = cluster.n_nodes
@@ -171,51 +169,52 @@ def _ring_neighbours(tr: _Traffic, nodes: np.ndarray, per_node: np.ndarray) -> t
     return src, dst, nb
 
 
-class RingAllReduce:
+class _AllReduce:
+    """Workers only: each node's GPUs move `volumes` through its host path, and its cross-node
+    bytes leave over its ring neighbours; the subclasses say how much."""
+
+    @staticmethod
+    def volumes(g: np.ndarray, param_bytes: float) -> tuple[np.ndarray, float, int]:
+        """(host-path bytes per node, bytes each node sends across, network messages) per step."""
+        raise NotImplementedError
+
+    @classmethod
+    def plan(cls, cluster: Cluster, m: ModelSpec, shard_nodes, ps_nodes, w_nodes) -> Comm:
+        tr = _Traffic(cluster)
+        _input_reads(tr, m, shard_nodes, w_nodes)
+        nodes, g = np.unique(w_nodes, return_counts=True)
+        if int(g.sum()) < 2:
+            return tr.build(0.0, 0)
+        host, across, messages = cls.volumes(g, m.param_bytes)
+        if m.compute_on == "gpu":
+            tr.host(nodes, host, g.astype(float))
+        src, dst, nb = _ring_neighbours(tr, nodes, np.full(len(nodes), across))
+        conn = cluster.config.network.conn_MBps * 1e6
+        return tr.build(_conn_time(src, dst, nb, cluster.n_nodes, conn), messages if len(nodes) > 1 else 0)
+
+
+class RingAllReduce(_AllReduce):
     """One ring over all n GPUs, nodes in index order (NCCL rings; Patarasuk & Yuan 2009): every
     GPU sends and receives 2 (n-1)/n x param_bytes through its node's host path, each node's
     cross-node share leaves over its ring neighbours, and the step takes 2 (n-1) messages."""
 
-    needs_ps = False
-
     @staticmethod
-    def plan(cluster: Cluster, m: ModelSpec, shard_nodes, ps_nodes, w_nodes) -> Comm:
-        tr = _Traffic(cluster)
-        _input_reads(tr, m, shard_nodes, w_nodes)
-        nodes, g = np.unique(w_nodes, return_counts=True)
-        total = int(g.sum())
-        if total < 2:
-            return tr.build(0.0, 0)
-        vol = 2.0 * (total - 1) / total * m.param_bytes
-        if m.compute_on == "gpu":
-            tr.host(nodes, g * vol, g.astype(float))
-        src, dst, nb = _ring_neighbours(tr, nodes, np.full(len(nodes), vol))
-        conn = cluster.config.network.conn_MBps * 1e6
-        return tr.build(_conn_time(src, dst, nb, cluster.n_nodes, conn), 2 * (total - 1) if len(nodes) > 1 else 0)
+    def volumes(g, param_bytes):
+        n = int(g.sum())
+        vol = 2.0 * (n - 1) / n * param_bytes
+        return g * vol, vol, 2 * (n - 1)
 
 
-class HierarchicalAllReduce:
+class HierarchicalAllReduce(_AllReduce):
     """Reduce-scatter inside each node, a ring across nodes on each GPU's 1/g shard, all-gather
     inside the node (Horovod's hierarchical all-reduce): a node sends 2 (k-1)/k x param_bytes
     across, and its GPUs move 2 (g-1)/g x param_bytes each in the node."""
 
-    needs_ps = False
-
     @staticmethod
-    def plan(cluster: Cluster, m: ModelSpec, shard_nodes, ps_nodes, w_nodes) -> Comm:
-        tr = _Traffic(cluster)
-        _input_reads(tr, m, shard_nodes, w_nodes)
-        nodes, g = np.unique(w_nodes, return_counts=True)
-        k = len(nodes)
-        if int(g.sum()) < 2:
-            return tr.build(0.0, 0)
-        across = 2.0 * (k - 1) / k * m.param_bytes
-        if m.compute_on == "gpu":
-            inside = g * 2.0 * (g - 1) / g * m.param_bytes
-            tr.host(nodes, inside + across, g.astype(float))
-        src, dst, nb = _ring_neighbours(tr, nodes, np.full(k, across))
-        conn = cluster.config.network.conn_MBps * 1e6
-        return tr.build(_conn_time(src, dst, nb, cluster.n_nodes, conn), 2 * (k - 1))
+    def volumes(g, param_bytes):
+        k = len(g)
+        across = 2.0 * (k - 1) / k * param_bytes
+        return g * 2.0 * (g - 1) / g * param_bytes + across, across, 2 * (k - 1)
 
 
 PATTERNS = {"ps": ParameterServer, "ring": RingAllReduce, "hierarchical": HierarchicalAllReduce}
