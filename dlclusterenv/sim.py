@@ -24,11 +24,18 @@ from .metrics import Metrics, summarize
 from .speed import PackingModel, Rates, compute_rates, job_comm, link_capacity
 
 EPS = 1e-9
+# Consecutive steps of the engine (loop turns of advance(), across calls) that may leave the clock
+# where it is before the engine calls it a stall: a few are legitimate (events at one instant).
+STALL_LIMIT = 1000
 # Packing slowdown fitted to Gavel's co-location throughputs (stanford-futuredata/gavel @c4fa400,
 # ../shared/profiles/gavel_throughputs.json), pooled over k80/p100/v100, 976 pairs, rmse 0.17:
 # eps = 0.319 with gamma held at 1, since the data do not pin gamma (rmse flat over 0.5..4).
 # Reproduce with `python -m dlclusterenv.profiles`.
 DEFAULT_PACKING = PackingModel(eps=0.319, gamma=1.0)
+
+
+class SimulationStalled(RuntimeError):
+    """Simulated time stopped advancing: raised instead of looping forever at one instant."""
 
 
 @dataclass
@@ -92,6 +99,7 @@ class Simulator:
         self._wakes: list[float] = []  # decision points schedulers asked for
         self.totals = Totals()
         self.done = False
+        self._still = 0  # consecutive engine steps that left the clock where it was
         self._arrive_due()
 
     def job(self, job_id: str) -> Job:
@@ -510,6 +518,7 @@ class Simulator:
             t_wake = min(self._wakes, default=math.inf) if self._active else math.inf
             t_next = min(t_arr, self._next_tick() if self._active else math.inf, t_wake, self.horizon_s)
             t_internal = math.inf
+            ends: list[tuple[float, Job]] = []  # running jobs' completion times
             for job in self._active:
                 if job.status != RUNNING:
                     continue
@@ -517,12 +526,16 @@ class Simulator:
                     t_internal = min(t_internal, job.paused_until)
                 elif r.speed.get(job.job_id, 0.0) > 0:
                     rem = job.total_steps - job.steps_done
-                    t_next = min(t_next, self.now + rem / r.speed[job.job_id])
+                    ends.append((self.now + rem / r.speed[job.job_id], job))
+                    t_next = min(t_next, ends[-1][0])
             t = min(t_next, t_internal)
             if math.isinf(t):  # nothing will ever happen again: jobs left are reported unfinished
                 self.done = True
                 break
-            self._integrate(r, t)
+            self._check_stall(t, ends)
+            # a job whose completion time is t ends at t exactly, also when the clock cannot
+            # resolve the time its last steps take (t == now)
+            self._integrate(r, t, [job for t_end, job in ends if t_end <= t])
             if t_internal < t_next:
                 self._rates = None
                 continue
@@ -536,7 +549,26 @@ class Simulator:
                 break
         return self.now - start
 
-    def _integrate(self, r: Rates, t: float) -> None:
+    def _check_stall(self, t: float, ends: list[tuple[float, Job]]) -> None:
+        """Count engine steps that leave the clock at `now`; after STALL_LIMIT in a row, raise
+        SimulationStalled naming the time and the running jobs instead of looping forever."""
+        if t > self.now:
+            self._still = 0
+            return
+        self._still += 1
+        if self._still > STALL_LIMIT:
+            nearest = ", ".join(
+                f"{job.job_id} ({job.total_steps - job.steps_done:.3g} steps left, ends at {t_end!r} s)"
+                for t_end, job in sorted(ends, key=lambda e: e[0])[:5]
+            )
+            raise SimulationStalled(
+                f"simulated time stuck at t = {self.now!r} s for {self._still} engine steps "
+                f"(next event at {t!r} s); running jobs nearest completion: {nearest or 'none'}"
+            )
+
+    def _integrate(self, r: Rates, t: float, ending: list[Job]) -> None:
+        """Run every rate from now to t; jobs in `ending` complete at t with exactly their total
+        steps (no float residue left for a step the clock cannot resolve)."""
         dt = t - self.now
         tot = self.totals
         if dt > 0:
@@ -573,6 +605,8 @@ class Simulator:
                     r.nic_Bps / self._nic_total,
                 )
             )
+        for job in ending:
+            job.steps_done = float(job.total_steps)
         self.now = t
 
     def _dominant_share(self, job: Job) -> float:
