@@ -31,7 +31,9 @@ Choices where the sources leave room (reference: the authors' simulator, Symbiot
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator
 
 from dlclusterenv.api import ClusterView, Decision, JobView, Scheduler
 from dlclusterenv.placers import Capacity, add_placement, get_placer, place_job
@@ -45,9 +47,24 @@ class _Queued:
     run_s0: float  # run time when it last entered Q0
     waited_s: float = 0.0  # time waiting since it last entered Q0
     seen_s: float = 0.0  # time of the last decision point that saw it
+    gpus: int = 0  # GPUs the job asks for (the key of its waiting bucket)
+    waiting: bool = False  # in its bucket
+
+
+def _arrival(job: JobView) -> tuple[float, str]:
+    return job.arrival_s, job.job_id
+
+
+def _gpus(job: JobView) -> int:
+    return job.num_ps * job.ps_demand.gpu + job.num_workers * job.worker_demand.gpu
 
 
 class Tiresias(Scheduler):
+    """Kept incrementally, so that a decision costs the running jobs and those that may start,
+    not the whole queue: waiting jobs sit in buckets by (queue, GPUs asked for) in queue order,
+    and a bucket asking for more GPUs than are free plus those of the running jobs it may
+    preempt is not looked at (such a job cannot fit: the round would skip it anyway)."""
+
     name = "tiresias"
 
     def __init__(
@@ -63,118 +80,240 @@ class Tiresias(Scheduler):
         self.thresholds = tuple(float(t) for t in thresholds)
         self.starve_limit = starve_limit
         self.placer = get_placer(placer)
-        self.state: dict[str, _Queued] = {}
-        self._seq = 0
+        self.reset()
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
-        self.state = {}
+        self.state: dict[str, _Queued] = {}
         self._seq = 0
+        self._watch: dict[str, None] = {}  # running at the last decision point or started by it
+        self._ran: dict[str, None] = {}  # waiting after having run (starvation candidates)
+        self._waiting: dict[int, dict[int, list[tuple[int, str]]]] = {}  # queue -> GPUs -> (seq, id)
 
     def queue_of(self, job_id: str) -> int:
         return self.state[job_id].queue
 
     def decide(self, view: ClusterView) -> Decision:
         self._update_queues(view)
-        order = sorted(
-            view.jobs,
-            key=lambda j: (self.state[j.job_id].queue, j.status != "running", self.state[j.job_id].seq),
-        )
-        return priority_admit(view, order, self.placer)
+
+        def key(j: JobView) -> tuple[int, bool, int]:
+            st = self.state[j.job_id]
+            return st.queue, j.status != "running", st.seq
+
+        rounds = Admission(view, sorted(view.running, key=key), key, self.placer)
+        for job in self._candidates(view, rounds):
+            if rounds.start(job):
+                self._watch[job.job_id] = None
+        return rounds.decision()
+
+    def _candidates(self, view: ClusterView, rounds: Admission) -> Iterator[JobView]:
+        """Waiting jobs in priority order, leaving out buckets that cannot fit as the round goes."""
+        for q in sorted(self._waiting):
+            buckets = self._waiting[q]
+            pos = dict.fromkeys(buckets, 0)
+            while True:
+                budget = rounds.free_gpus() + rounds.preemptible_gpus(lambda st: st.queue > q, self.state)
+                best = None
+                for gpus, jobs in buckets.items():
+                    if gpus <= budget and pos[gpus] < len(jobs):
+                        if best is None or jobs[pos[gpus]] < buckets[best][pos[best]]:
+                            best = gpus
+                if best is None:
+                    break
+                pos[best] += 1
+                yield view.job(buckets[best][pos[best] - 1][1])
 
     def _enter(self, st: _Queued, queue: int) -> None:
         st.queue = queue
         st.seq = self._seq
         self._seq += 1
 
+    def _wait(self, job_id: str, waiting: bool) -> None:
+        """Put a waiting job in its bucket (or take it out)."""
+        st = self.state[job_id]
+        st.waiting = waiting
+        jobs = self._waiting.setdefault(st.queue, {}).setdefault(st.gpus, [])
+        if waiting:
+            bisect.insort(jobs, (st.seq, job_id))
+            return
+        del jobs[bisect.bisect_left(jobs, (st.seq, job_id))]
+        if not jobs:
+            del self._waiting[st.queue][st.gpus]
+            if not self._waiting[st.queue]:
+                del self._waiting[st.queue]
+
     def _update_queues(self, view: ClusterView) -> None:
-        active = {j.job_id for j in view.jobs}
-        self.state = {k: v for k, v in self.state.items() if k in active}
-        for job in view.jobs:
-            st = self.state.get(job.job_id)
-            if st is None:  # a new job enters Q0
-                st = _Queued(0, 0, job.attained_gpu_s, job.run_s, 0.0, view.time)
-                self._enter(st, 0)
-                self.state[job.job_id] = st
-            if job.status == "pending" and job.run_s > 0:
-                st.waited_s += view.time - st.seen_s
-            st.seen_s = view.time
-            ran_s = job.run_s - st.run_s0
-            if (
-                self.starve_limit > 0
-                and st.queue > 0
-                and job.status == "pending"
-                and ran_s > 0
-                and st.waited_s >= self.starve_limit * ran_s
-            ):  # PromoteKnob: back to Q0, service counter reset
+        """What changed since the last decision point: jobs that finished, started or stopped,
+        arrived, were demoted (only a job that ran since can cross a threshold) or promoted."""
+        now = view.time
+        running = {j.job_id: j for j in view.running}
+        stopped = []
+        for jid in self._watch:
+            if jid in running:
+                continue
+            st = self.state[jid]
+            try:
+                job = view.job(jid)
+            except KeyError:  # finished
+                if st.waiting:
+                    self._wait(jid, False)
+                del self.state[jid]
+                self._ran.pop(jid, None)
+                continue
+            if not st.waiting:
+                stopped.append(job)
+        for jid in running:
+            st = self.state.get(jid)
+            if st is not None and st.waiting:  # started
+                self._wait(jid, False)
+                self._ran.pop(jid, None)
+        for job in stopped:
+            if job.run_s > 0:
+                self._ran[job.job_id] = None
+        # starvation (PromoteKnob on): every waiting job that has run counts the time since the
+        # last decision point; a cost per such job, so kept only when it can promote
+        promoted = set()
+        if self.starve_limit > 0:
+            for jid in self._ran:
+                job, st = view.job(jid), self.state[jid]
+                st.waited_s += now - st.seen_s
+                st.seen_s = now
+                ran_s = job.run_s - st.run_s0
+                if st.queue > 0 and ran_s > 0 and st.waited_s >= self.starve_limit * ran_s:
+                    promoted.add(jid)
+            for job in running.values():
+                if job.job_id in self.state:
+                    self.state[job.job_id].seen_s = now
+        # entries into queues in arrival order, as a pass over all jobs in that order would make
+        changed = sorted([j for j in running.values() if j.job_id in self.state] + stopped
+                         + [view.job(jid) for jid in promoted if jid not in running], key=_arrival)
+        for job in changed:
+            st = self.state[job.job_id]
+            if job.job_id in promoted:  # PromoteKnob: back to Q0, service counter reset
+                self._wait(job.job_id, False)
                 st.gpu_s0, st.run_s0, st.waited_s = job.attained_gpu_s, job.run_s, 0.0
                 self._enter(st, 0)
+                self._wait(job.job_id, True)
                 continue
             # 2D-LAS: GPUs x time attained since the job last entered Q0, against the thresholds
-            attained = job.attained_gpu_s - st.gpu_s0
-            queue = sum(attained >= t for t in self.thresholds)
+            queue = sum(job.attained_gpu_s - st.gpu_s0 >= t for t in self.thresholds)
             if queue > st.queue:  # demoted
                 self._enter(st, queue)
+        for job in stopped:
+            self._wait(job.job_id, True)
+        for job in self._arrivals(view):  # a new job enters Q0
+            st = self.state[job.job_id] = _Queued(0, 0, job.attained_gpu_s, job.run_s, 0.0, now, _gpus(job))
+            self._enter(st, 0)
+            if job.status == "running":
+                running[job.job_id] = job
+            else:
+                self._wait(job.job_id, True)
+                if job.run_s > 0:
+                    self._ran[job.job_id] = None
+        self._watch = dict.fromkeys(running)
+
+    def _arrivals(self, view: ClusterView) -> list[JobView]:
+        """Jobs not seen before, in arrival order: the newest active jobs (view.jobs is in
+        arrival order), found from the end."""
+        new = []
+        for k in range(len(view.jobs) - 1, -1, -1):
+            job = view.jobs[k]
+            if job.job_id in self.state:
+                break
+            new.append(job)
+        return new[::-1]
 
 
-def priority_admit(view: ClusterView, order: list[JobView], placer) -> Decision:
-    """Run jobs in priority order (Tiresias' `dlas_sim_jobs` loop, node-aware): running jobs keep
-    their nodes; a waiting job starts where the placer fits all its tasks, preempting running jobs
-    of lower priority (lowest first, no more than it needs) when that makes room; a job that does
-    not fit even so waits, and later jobs still get their turn."""
-    c = view.cluster
-    cap = Capacity.of(view)
-    rank = {j.job_id: k for k, j in enumerate(order)}
-    victims: list[JobView] = []
-    d = Decision()
+class Admission:
+    """One round of Tiresias' `dlas_sim_jobs` loop, node-aware: running jobs keep their nodes;
+    a waiting job (`start`, in priority order) starts where the placer fits all its tasks,
+    preempting running jobs of lower priority (lowest first, no more than it needs) when that
+    makes room; a job that does not fit even so waits, and later jobs still get their turn.
+    `running` is in priority order, `key` orders any job by priority."""
 
-    def release(job: JobView, sign: int) -> None:
-        for t in job.tasks:
-            if t.node >= 0:
-                cap.take(t.node, t.demand, -sign)
+    def __init__(self, view: ClusterView, running: list[JobView], key: Callable, placer):
+        self.cluster, self.cap, self.placer = view.cluster, Capacity.of(view), placer
+        self.running, self.key = running, key
+        self.victims: list[JobView] = []
+        self.d = Decision()
 
-    def fit(job: JobView):
-        return place_job(
-            c, cap, placer, job.ps_demand, job.worker_demand, job.num_ps, job.num_workers
+    def free_gpus(self) -> int:
+        return int(self.cap.gpu.sum())
+
+    def preemptible_gpus(self, lower: Callable, state: dict) -> int:
+        """GPUs held by running jobs not yet preempted whose queue state satisfies `lower`."""
+        gone = {v.job_id for v in self.victims}
+        return sum(
+            t.demand.gpu
+            for r in self.running
+            if r.job_id not in gone and lower(state[r.job_id])
+            for t in r.tasks
+            if t.node >= 0
         )
 
-    def unfit(job: JobView, got) -> None:
-        for n in got[0]:
-            cap.take(n, job.ps_demand, -1)
-        for n in got[1]:
-            cap.take(n, job.worker_demand, -1)
+    def _release(self, job: JobView, sign: int) -> None:
+        for t in job.tasks:
+            if t.node >= 0:
+                self.cap.take(t.node, t.demand, -sign)
 
-    for job in order:
-        if job.status == "running":
-            continue
-        got = fit(job)
+    def _fit(self, job: JobView):
+        return place_job(
+            self.cluster, self.cap, self.placer, job.ps_demand, job.worker_demand, job.num_ps,
+            job.num_workers,
+        )
+
+    def _unfit(self, job: JobView, got) -> None:
+        for n in got[0]:
+            self.cap.take(n, job.ps_demand, -1)
+        for n in got[1]:
+            self.cap.take(n, job.worker_demand, -1)
+
+    def start(self, job: JobView) -> bool:
+        """Start the job if it fits, preempting if need be; whether it starts."""
+        got = self._fit(job)
         if got is None:
+            k = self.key(job)
             lower = [
-                r for r in reversed(order)
-                if r.status == "running" and rank[r.job_id] > rank[job.job_id] and r not in victims
+                r for r in reversed(self.running) if self.key(r) > k and r not in self.victims
             ]
             freed = []
             for r in lower:
-                release(r, 1)
+                self._release(r, 1)
                 freed.append(r)
-                got = fit(job)
+                got = self._fit(job)
                 if got is not None:
                     break
             if got is None:
                 for r in freed:
-                    release(r, -1)
-                continue
-            unfit(job, got)
+                    self._release(r, -1)
+                return False
+            self._unfit(job, got)
             for r in reversed(freed):  # keep running every victim the job does not need
-                release(r, -1)
-                trial = fit(job)
+                self._release(r, -1)
+                trial = self._fit(job)
                 if trial is None:
-                    release(r, 1)
+                    self._release(r, 1)
                 else:
-                    unfit(job, trial)
+                    self._unfit(job, trial)
                     freed.remove(r)
-            victims += freed
-            got = fit(job)
-        add_placement(d, job.job_id, *got)
-    d.preempt = [v.job_id for v in victims]
-    return d
+            self.victims += freed
+            got = self._fit(job)
+        add_placement(self.d, job.job_id, *got)
+        return True
+
+    def decision(self) -> Decision:
+        self.d.preempt = [v.job_id for v in self.victims]
+        return self.d
+
+
+def priority_admit(view: ClusterView, order: Iterable[JobView], placer) -> Decision:
+    """Run jobs in the priority order `order` (every active job) as one Admission round."""
+    order = list(order)
+    rank = {j.job_id: k for k, j in enumerate(order)}
+    rounds = Admission(
+        view, [j for j in order if j.status == "running"], lambda j: rank[j.job_id], placer
+    )
+    for job in order:
+        if job.status != "running":
+            rounds.start(job)
+    return rounds.decision()

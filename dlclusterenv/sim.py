@@ -9,6 +9,7 @@ offending task, job, node or GPU if any part is invalid.
 
 from __future__ import annotations
 
+import bisect
 import math
 import time as _time
 from dataclasses import dataclass, field
@@ -32,6 +33,11 @@ STALL_LIMIT = 1000
 # eps = 0.319 with gamma held at 1, since the data do not pin gamma (rmse flat over 0.5..4).
 # Reproduce with `python -m dlclusterenv.profiles`.
 DEFAULT_PACKING = PackingModel(eps=0.319, gamma=1.0)
+
+
+def _arrival_order(job: Job) -> tuple[float, str]:
+    """The order jobs arrive in (Simulator.specs'), hence of _active."""
+    return job.spec.arrival_s, job.job_id
 
 
 class SimulationStalled(RuntimeError):
@@ -95,6 +101,10 @@ class Simulator:
         self.gpu_mode = np.zeros(c.n_gpus, dtype=np.int8)  # 0 timeslice, 1 pack
         self.free_gpus = c.gpus.copy()  # unoccupied GPUs per node
         self._active: list[Job] = []
+        # jobs with a task on a node, in _active's (arrival) order: the running jobs and those
+        # partly placed; what the engine walks per event, so that queued jobs cost nothing there
+        self._holding: list[Job] = []
+        self.version = 0  # bumped by every change a ClusterView could show
         self._rates: Rates | None = None
         self._wakes: list[float] = []  # decision points schedulers asked for
         self.totals = Totals()
@@ -110,6 +120,10 @@ class Simulator:
 
     def active_jobs(self) -> list[Job]:
         return self._active
+
+    def running_jobs(self) -> list[Job]:
+        """Running jobs in arrival order, found among the jobs holding nodes (not the queue)."""
+        return [j for j in self._holding if j.status == RUNNING]
 
     def _arrive_due(self) -> bool:
         arrived = False
@@ -131,6 +145,7 @@ class Simulator:
             self._active.append(job)
             self._next_arrival += 1
             arrived = True
+        self.version += arrived
         return arrived
 
     # ------------------------------------------------------------------ view
@@ -138,6 +153,10 @@ class Simulator:
         return ClusterView(self, oracle)
 
     def job_view(self, job: Job) -> JobView:
+        """The job as a scheduler sees it; a pending job's view is kept until the job changes
+        (Job.touch), so a long queue is not rebuilt at every decision."""
+        if job.view is not None and job.status == PENDING:
+            return job.view
         m = job.model
         cores = self.rates().task_cores
         tasks = tuple(
@@ -153,7 +172,7 @@ class Simulator:
             )
             for t in job.tasks.values()
         )
-        return JobView(
+        view = JobView(
             job_id=job.job_id,
             model=job.spec.model,
             user=job.spec.user,
@@ -185,6 +204,8 @@ class Simulator:
             shard_nodes=job.spec.shard_nodes,
             tasks=tasks,
         )
+        job.view = view if job.status == PENDING else None
+        return view
 
     # ------------------------------------------------------------------ decisions
     def place_target(self, tid: str, target: object) -> tuple[int, int]:
@@ -350,6 +371,7 @@ class Simulator:
                         f"{sum(mems):.3g} GB > {c.gpu_memory[node]:.3g} GB of GPU memory"
                     )
         # ---------------------------------------------------------- commit
+        self.version += 1
         touched: dict[str, Job] = {}
         for t in removed:
             self._unplace(t)
@@ -439,7 +461,10 @@ class Simulator:
         dem = job.model.ps if t.role == "ps" else job.model.worker
         t.node, t.gpu = node, gpu
         job.n_placed += 1
+        if job.n_placed == 1:
+            bisect.insort(self._holding, job, key=_arrival_order)
         job.touch()
+        self.version += 1
         self.used_cpu[node] += dem.cpu
         self.used_mem[node] += dem.mem_gb
         self.used_bw[node] += dem.bw_MBps * 1e6
@@ -451,6 +476,8 @@ class Simulator:
     def _unplace(self, t: Task) -> None:
         job = self.jobs[t.task_id.rpartition("/")[0]]
         job.n_placed -= 1
+        if job.n_placed == 0:
+            self._holding.remove(job)
         job.touch()
         dem = job.model.ps if t.role == "ps" else job.model.worker
         self.used_cpu[t.node] -= dem.cpu
@@ -492,7 +519,7 @@ class Simulator:
     def rates(self) -> Rates:
         if self._rates is None:
             running = [
-                j for j in self._active if j.status == RUNNING and j.paused_until <= self.now + EPS
+                j for j in self._holding if j.status == RUNNING and j.paused_until <= self.now + EPS
             ]
             self._rates = compute_rates(
                 self.cluster, running, self.gpu_mode, self.overheads, self.packing
@@ -519,7 +546,7 @@ class Simulator:
             t_next = min(t_arr, self._next_tick() if self._active else math.inf, t_wake, self.horizon_s)
             t_internal = math.inf
             ends: list[tuple[float, Job]] = []  # running jobs' completion times
-            for job in self._active:
+            for job in self._holding:
                 if job.status != RUNNING:
                     continue
                 if job.paused_until > self.now + EPS:
@@ -571,8 +598,9 @@ class Simulator:
         steps (no float residue left for a step the clock cannot resolve)."""
         dt = t - self.now
         tot = self.totals
+        self.version += 1
         if dt > 0:
-            running = [j for j in self._active if j.job_id in r.speed]
+            running = [j for j in self._holding if j.job_id in r.speed]
             for job in running:
                 before = job.steps_done
                 job.steps_done = min(job.steps_done + r.speed[job.job_id] * dt, job.total_steps)
@@ -588,9 +616,9 @@ class Simulator:
             tot.net_bytes += r.nic_Bps * dt
             n = len(self._active)
             tot.job_seconds += n * dt
-            if n:
-                shares = np.array([self._dominant_share(j) for j in self._active])
-                for j, s in zip(self._active, shares):
+            if n:  # a job without a placed task has dominant share 0
+                shares = np.array([self._dominant_share(j) for j in self._holding])
+                for j, s in zip(self._holding, shares):
                     j.dom_share_time += s * dt
                 denom = n * float((shares**2).sum())
                 jain = float(shares.sum() ** 2 / denom) if denom > 0 else 1.0
@@ -633,7 +661,7 @@ class Simulator:
     def _finish_due(self, r: Rates) -> bool:
         finished = [
             j
-            for j in self._active
+            for j in self._holding
             if j.status == RUNNING and j.steps_done >= j.total_steps * (1 - 1e-12) - EPS
         ]
         for job in finished:
@@ -646,6 +674,7 @@ class Simulator:
             self._active.remove(job)
         if finished:
             self._rates = None
+            self.version += 1
         return bool(finished)
 
     # ------------------------------------------------------------------ drivers
