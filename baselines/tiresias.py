@@ -190,10 +190,13 @@ class Tiresias(Scheduler):
         for job in changed:
             st = self.state[job.job_id]
             if job.job_id in promoted:  # PromoteKnob: back to Q0, service counter reset
-                self._wait(job.job_id, False)
+                bucketed = st.waiting  # a job that stopped just now gets its bucket below
+                if bucketed:
+                    self._wait(job.job_id, False)
                 st.gpu_s0, st.run_s0, st.waited_s = job.attained_gpu_s, job.run_s, 0.0
                 self._enter(st, 0)
-                self._wait(job.job_id, True)
+                if bucketed:
+                    self._wait(job.job_id, True)
                 continue
             # 2D-LAS: GPUs x time attained since the job last entered Q0, against the thresholds
             queue = sum(job.attained_gpu_s - st.gpu_s0 >= t for t in self.thresholds)
