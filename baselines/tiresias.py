@@ -27,6 +27,11 @@ Choices where the sources leave room (reference: the authors' simulator, Symbiot
   consolidation (large, skewed tensors, i.e. PS jobs) onto few machines; the view has no skew
   profile, so every job is consolidated.
 - Jobs keep the (p, w) they asked for (Tiresias does not resize).
+
+Cost (issue 13, bug 9): state is kept from one decision point to the next, so a decision looks at
+the running jobs, those that arrived, started or stopped, and the waiting jobs that may start,
+not at every waiting job; with PromoteKnob on, every waiting job that has run is visited too
+(its waiting time grows). Decisions are those of the full scan (tests/test_overload.py).
 """
 
 from __future__ import annotations
@@ -88,7 +93,8 @@ class Tiresias(Scheduler):
         self._seq = 0
         self._watch: dict[str, None] = {}  # running at the last decision point or started by it
         self._ran: dict[str, None] = {}  # waiting after having run (starvation candidates)
-        self._waiting: dict[int, dict[int, list[tuple[int, str]]]] = {}  # queue -> GPUs -> (seq, id)
+        # waiting jobs: queue -> GPUs asked for -> [(seq, job id)] in queue order
+        self._waiting: dict[int, dict[int, list[tuple[int, str]]]] = {}
 
     def queue_of(self, job_id: str) -> int:
         return self.state[job_id].queue
@@ -100,19 +106,22 @@ class Tiresias(Scheduler):
             st = self.state[j.job_id]
             return st.queue, j.status != "running", st.seq
 
-        rounds = Admission(view, sorted(view.running, key=key), key, self.placer)
-        for job in self._candidates(view, rounds):
-            if rounds.start(job):
+        admission = Admission(view, sorted(view.running, key=key), key, self.placer)
+        for job in self._candidates(view, admission):
+            if admission.start(job):
                 self._watch[job.job_id] = None
-        return rounds.decision()
+        return admission.decision()
 
-    def _candidates(self, view: ClusterView, rounds: Admission) -> Iterator[JobView]:
-        """Waiting jobs in priority order, leaving out buckets that cannot fit as the round goes."""
+    def _candidates(self, view: ClusterView, admission: Admission) -> Iterator[JobView]:
+        """Waiting jobs in priority order, leaving out, as the round goes, buckets asking for more
+        GPUs than are free plus those held by the running jobs of lower queues."""
         for q in sorted(self._waiting):
             buckets = self._waiting[q]
             pos = dict.fromkeys(buckets, 0)
             while True:
-                budget = rounds.free_gpus() + rounds.preemptible_gpus(lambda st: st.queue > q, self.state)
+                budget = admission.free_gpus() + admission.preemptible_gpus(
+                    lambda r: self.state[r.job_id].queue > q
+                )
                 best = None
                 for gpus, jobs in buckets.items():
                     if gpus <= budget and pos[gpus] < len(jobs):
@@ -205,7 +214,8 @@ class Tiresias(Scheduler):
         for job in stopped:
             self._wait(job.job_id, True)
         for job in self._arrivals(view):  # a new job enters Q0
-            st = self.state[job.job_id] = _Queued(0, 0, job.attained_gpu_s, job.run_s, 0.0, now, _gpus(job))
+            st = _Queued(0, 0, job.attained_gpu_s, job.run_s, 0.0, now, _gpus(job))
+            self.state[job.job_id] = st
             self._enter(st, 0)
             if job.status == "running":
                 running[job.job_id] = job
@@ -243,13 +253,14 @@ class Admission:
     def free_gpus(self) -> int:
         return int(self.cap.gpu.sum())
 
-    def preemptible_gpus(self, lower: Callable, state: dict) -> int:
-        """GPUs held by running jobs not yet preempted whose queue state satisfies `lower`."""
+    def preemptible_gpus(self, lower: Callable[[JobView], bool]) -> int:
+        """GPUs held by the running jobs not preempted yet for which `lower` holds: with the free
+        ones, an upper bound on the GPUs a job of higher priority can get this round."""
         gone = {v.job_id for v in self.victims}
         return sum(
             t.demand.gpu
             for r in self.running
-            if r.job_id not in gone and lower(state[r.job_id])
+            if r.job_id not in gone and lower(r)
             for t in r.tasks
             if t.node >= 0
         )

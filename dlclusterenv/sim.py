@@ -585,7 +585,8 @@ class Simulator:
         self._still += 1
         if self._still > STALL_LIMIT:
             nearest = ", ".join(
-                f"{job.job_id} ({job.total_steps - job.steps_done:.3g} steps left, ends at {t_end!r} s)"
+                f"{job.job_id} ({job.total_steps - job.steps_done:.3g} steps left, "
+                f"ends at {t_end!r} s)"
                 for t_end, job in sorted(ends, key=lambda e: e[0])[:5]
             )
             raise SimulationStalled(
