@@ -61,12 +61,26 @@ expected to use meanwhile; the highest index goes first. Choices:
   get_gittins_index returns. Ties keep LAS's order (running first, then entry order), so a
   running job is preempted by any job of a higher queue (as in 2D-LAS) or by a job of its own
   queue with a higher index (2D-LAS never preempts within a queue).
+
+Cost (issue 13, bug 9): state is kept from one decision point to the next, so a decision looks at
+the running jobs, those that arrived, started or stopped, and the waiting jobs that may start,
+not at every waiting job; with PromoteKnob on, every waiting job that has run is visited too
+(its waiting time grows); with `tiresias-gittins`, every waiting job whose service since it last
+entered Q0 is not 0 is ranked again when the distribution changes (a job finished), those with
+none share one index per queue and keep their order. This assumes the scheduler sees every
+decision point (a job's service changes only while it runs, and a job that runs was started by
+a decision or was running at one). Decisions are those of the full scan (tests/test_overload.py).
+With skew placement, a sensitive job that fits by GPU count but that the placer does not place
+consolidated is still tried, with its walk over the jobs it may preempt, at every decision point
+(test_overload's SKEW: not bounded by what changes; `skew_bytes=None` is).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -82,6 +96,38 @@ class _Queued:
     run_s0: float  # run time when it last entered Q0
     waited_s: float = 0.0  # time waiting since it last entered Q0
     seen_s: float = 0.0  # time of the last decision point that saw it
+    gpus: int = 0  # GPUs the job asks for (the key of its waiting bucket)
+    waiting: bool = False  # in its bucket
+    a: float = 0.0  # service since it last entered Q0, when it was put in its bucket
+    ngi: float = 0.0  # minus its Gittins index then (0 under 2D-LAS); its bucket key if a != 0
+
+
+class _Bucket:
+    """Waiting jobs of one queue asking for one number of GPUs, in queue order: those with no
+    service since they entered Q0 (one index per queue: ordered by entry alone) and the others,
+    by (minus their index, entry)."""
+
+    __slots__ = ("fresh", "ran")
+
+    def __init__(self) -> None:
+        self.fresh: list[tuple[int, str]] = []  # (seq, job id)
+        self.ran: list[tuple[float, int, str]] = []  # (-index, seq, job id)
+
+    def head(self, pos: list[int], ngi0: float):
+        """The first job past `pos` as ((-index, seq, job id), which list), or (None, -1)."""
+        f = (ngi0, *self.fresh[pos[0]]) if pos[0] < len(self.fresh) else None
+        r = self.ran[pos[1]] if pos[1] < len(self.ran) else None
+        if f is not None and (r is None or f < r):
+            return f, 0
+        return r, (1 if r is not None else -1)
+
+
+def _arrival(job: JobView) -> tuple[float, str]:
+    return job.arrival_s, job.job_id
+
+
+def _gpus(job: JobView) -> int:
+    return job.num_ps * job.ps_demand.gpu + job.num_workers * job.worker_demand.gpu
 
 
 def gittins_index(sizes: np.ndarray, a: float, delta: float) -> float:
@@ -95,6 +141,11 @@ def gittins_index(sizes: np.ndarray, a: float, delta: float) -> float:
 
 
 class Tiresias(Scheduler):
+    """Kept incrementally, so that a decision costs the running jobs and those that may start,
+    not the whole queue: waiting jobs sit in buckets by (queue, GPUs asked for) in queue order,
+    and a bucket asking for more GPUs than are free plus those of the running jobs it may
+    preempt is not looked at (such a job cannot fit: the round would skip it anyway)."""
+
     name = "tiresias"
     gittins = False
 
@@ -121,8 +172,16 @@ class Tiresias(Scheduler):
         super().reset(seed)
         self.state: dict[str, _Queued] = {}
         self._seq = 0
+        self._watch: dict[str, None] = {}  # running at the last decision point or started by it
+        self._ran: dict[str, None] = {}  # waiting after having run (starvation candidates)
+        # waiting jobs: queue -> GPUs asked for -> their bucket
+        self._waiting: dict[int, dict[int, _Bucket]] = {}
         self.sizes: list[float] = []  # GPU-seconds of the jobs that finished (2D-Gittins)
-        self._last: dict[str, tuple] = {}  # job -> (attained GPU-s, time, GPUs running) last seen
+        # watched job -> (arrival key, attained GPU-s, time, GPUs running) at the last decision
+        self._last: dict[str, tuple] = {}
+        self._keyed = None  # the distribution the buckets' keys were computed on (None: LAS)
+        self._gcache: dict[tuple[int, float], float] = {}
+        self._garr = np.zeros(0)
 
     def queue_of(self, job_id: str) -> int:
         return self.state[job_id].queue
@@ -134,10 +193,16 @@ class Tiresias(Scheduler):
     def consolidated(self, view: ClusterView, job: JobView, got) -> bool:
         """A placement acceptable for the job: any, unless it is sensitive and its GPU workers
         are on more servers than they need."""
+        need = self._need(view, job)
+        return need is None or len(set(got[1])) <= need[2]
+
+    def _need(self, view: ClusterView, job: JobView):
+        """(GPUs per worker, workers, servers) of a job held to consolidation, else None."""
         if not self.sensitive(job) or not job.worker_demand.gpu:
-            return True
+            return None
         per = int(view.cluster.gpus.max())
-        return len(set(got[1])) <= math.ceil(job.num_workers / max(per, 1))
+        return (int(job.worker_demand.gpu), job.num_workers,
+                math.ceil(job.num_workers / max(per, 1)))
 
     def index(self, job: JobView) -> float:
         """The job's 2D-Gittins index in its queue (see the module docstring)."""
@@ -146,143 +211,339 @@ class Tiresias(Scheduler):
         top = self.thresholds[st.queue] if st.queue < len(self.thresholds) else math.inf
         return gittins_index(np.asarray(self.sizes), a, top - a)
 
+    def _active(self) -> bool:
+        """Whether jobs are ordered by their Gittins index inside a queue (else by LAS)."""
+        return self.gittins and len(self.sizes) >= self.min_history
+
+    def _ngi(self, queue: int, a: float) -> float:
+        """Minus the Gittins index of service `a` in `queue` (0 under LAS), this decision."""
+        if self._keyed is None:
+            return 0.0
+        k = (queue, a)
+        g = self._gcache.get(k)
+        if g is None:
+            top = self.thresholds[queue] if queue < len(self.thresholds) else math.inf
+            g = self._gcache[k] = -gittins_index(self._garr, a, top - a)
+        return g
+
     def decide(self, view: ClusterView) -> Decision:
-        self._learn(view)
         self._update_queues(view)
-        if self.gittins and len(self.sizes) >= self.min_history:
-            gi = {j.job_id: self.index(j) for j in view.jobs}
-        else:
-            gi = {j.job_id: 0.0 for j in view.jobs}  # 2D-LAS: FIFO inside a queue
-        order = sorted(
-            view.jobs,
-            key=lambda j: (self.state[j.job_id].queue, -gi[j.job_id], j.status != "running",
-                           self.state[j.job_id].seq),
+        keys: dict[str, tuple] = {}
+
+        def key(j: JobView) -> tuple[int, float, bool, int]:
+            k = keys.get(j.job_id)
+            if k is None:
+                st = self.state[j.job_id]
+                ngi = self._ngi(st.queue, j.attained_gpu_s - st.gpu_s0)
+                k = keys[j.job_id] = (st.queue, ngi, j.status != "running", st.seq)
+            return k
+
+        admission = Admission(
+            view, sorted(view.running, key=key), key, self.placer,
+            lambda j, got: self.consolidated(view, j, got),
         )
-        d = priority_admit(view, order, self.placer, lambda j, got: self.consolidated(view, j, got))
+        for job in self._candidates(view, admission):
+            if admission.start(job):
+                self._watch[job.job_id] = None
+        d = admission.decision()
         self._remember(view, d)
         return d
 
-    def _learn(self, view: ClusterView) -> None:
-        """Sizes of the jobs that left the view since last time (they finished, at this decision
-        point, which the engine makes at every completion): the service seen last time plus the
-        GPUs it was running on since then."""
-        present = {j.job_id for j in view.jobs}
-        for jid, (a, t, gpus) in self._last.items():
-            if jid not in present:
-                self.sizes.append(a + gpus * (view.time - t))
-
     def _remember(self, view: ClusterView, d: Decision) -> None:
-        """Each job's service now and the GPUs it runs on after this decision."""
-        started = {t.rpartition("/")[0] for t in d.place}
+        """Each watched job's service now and the GPUs it runs on after this decision (a job that
+        finishes was watched: running at the last decision point or started by it)."""
         stopped = set(d.preempt)
-        self._last = {
-            j.job_id: (j.attained_gpu_s, view.time,
-                       j.num_workers * j.worker_demand.gpu
-                       if (j.status == "running" or j.job_id in started) and j.job_id not in stopped
-                       else 0)
-            for j in view.jobs
-        }
+        self._last = {}
+        for jid in self._watch:
+            j = view.job(jid)
+            gpus = 0 if jid in stopped else j.num_workers * j.worker_demand.gpu
+            self._last[jid] = (_arrival(j), j.attained_gpu_s, view.time, gpus)
+
+    def _candidates(self, view: ClusterView, admission: Admission) -> Iterator[JobView]:
+        """Waiting jobs in priority order, leaving out, as the round goes, buckets asking for more
+        GPUs than are free plus those held by the running jobs its first job may preempt (of
+        lower priority: lower queues, and under 2D-Gittins its own queue's running jobs of lower
+        index; the bucket's later jobs may preempt no more)."""
+        for q in sorted(self._waiting):
+            buckets = self._waiting[q]
+            ngi0 = self._ngi(q, 0.0)
+            pos = {g: [0, 0] for g in buckets}
+            while True:
+                free = admission.free_gpus()
+                best = best_key = None
+                for gpus, b in buckets.items():
+                    k, which = b.head(pos[gpus], ngi0)
+                    if which < 0 or gpus > free + admission.lower_gpus((q, k[0], True, k[1])):
+                        continue
+                    if best_key is None or k < best_key:
+                        best, best_key, best_which = gpus, k, which
+                if best is None:
+                    break
+                pos[best][best_which] += 1
+                yield view.job(best_key[2])
 
     def _enter(self, st: _Queued, queue: int) -> None:
         st.queue = queue
         st.seq = self._seq
         self._seq += 1
 
+    def _wait(self, job_id: str, waiting: bool, job: JobView | None = None) -> None:
+        """Put a waiting job in its bucket (`job`: its view now), or take it out."""
+        st = self.state[job_id]
+        st.waiting = waiting
+        b = self._waiting.setdefault(st.queue, {}).setdefault(st.gpus, _Bucket())
+        if waiting:
+            st.a = job.attained_gpu_s - st.gpu_s0
+            if st.a == 0:
+                bisect.insort(b.fresh, (st.seq, job_id))
+            else:
+                st.ngi = self._ngi(st.queue, st.a)
+                bisect.insort(b.ran, (st.ngi, st.seq, job_id))
+            return
+        if st.a == 0:
+            del b.fresh[bisect.bisect_left(b.fresh, (st.seq, job_id))]
+        else:
+            del b.ran[bisect.bisect_left(b.ran, (st.ngi, st.seq, job_id))]
+        if not b.fresh and not b.ran:
+            del self._waiting[st.queue][st.gpus]
+            if not self._waiting[st.queue]:
+                del self._waiting[st.queue]
+
+    def _rekey(self) -> None:
+        """The index order of this decision point: when the distribution of sizes changed (or
+        2D-Gittins comes into force), waiting jobs with service are ordered again."""
+        keyed = (id(self.sizes), len(self.sizes)) if self._active() else None
+        if keyed == self._keyed:
+            return
+        self._keyed = keyed
+        self._gcache = {}
+        self._garr = np.asarray(self.sizes, dtype=float)
+        for q, buckets in self._waiting.items():
+            for b in buckets.values():
+                for k, (_, seq, jid) in enumerate(b.ran):
+                    st = self.state[jid]
+                    st.ngi = self._ngi(q, st.a)
+                    b.ran[k] = (st.ngi, seq, jid)
+                b.ran.sort()
+
     def _update_queues(self, view: ClusterView) -> None:
-        active = {j.job_id for j in view.jobs}
-        self.state = {k: v for k, v in self.state.items() if k in active}
-        for job in view.jobs:
-            st = self.state.get(job.job_id)
-            if st is None:  # a new job enters Q0
-                st = _Queued(0, 0, job.attained_gpu_s, job.run_s, 0.0, view.time)
-                self._enter(st, 0)
-                self.state[job.job_id] = st
-            if job.status == "pending" and job.run_s > 0:
-                st.waited_s += view.time - st.seen_s
-            st.seen_s = view.time
-            ran_s = job.run_s - st.run_s0
-            if (
-                self.starve_limit > 0
-                and st.queue > 0
-                and job.status == "pending"
-                and ran_s > 0
-                and st.waited_s >= self.starve_limit * ran_s
-            ):  # PromoteKnob: back to Q0, service counter reset
+        """What changed since the last decision point: jobs that finished (their sizes learned),
+        started or stopped, arrived, were demoted (only a job that ran since can cross a
+        threshold) or promoted."""
+        now = view.time
+        running = {j.job_id: j for j in view.running}
+        stopped = []
+        done = []
+        for jid in self._watch:
+            if jid in running:
+                continue
+            st = self.state[jid]
+            try:
+                job = view.job(jid)
+            except KeyError:  # finished: its size is the service seen last plus since then
+                arrival, a, t, gpus = self._last[jid]
+                done.append((arrival, a + gpus * (now - t)))
+                if st.waiting:
+                    self._wait(jid, False)
+                del self.state[jid]
+                self._ran.pop(jid, None)
+                continue
+            if not st.waiting:
+                stopped.append(job)
+        self.sizes.extend(s for _, s in sorted(done))  # in arrival order, as a full pass would
+        self._rekey()
+        for jid in running:
+            st = self.state.get(jid)
+            if st is not None and st.waiting:  # started
+                self._wait(jid, False)
+                self._ran.pop(jid, None)
+        for job in stopped:
+            if job.run_s > 0:
+                self._ran[job.job_id] = None
+        # starvation (PromoteKnob on): every waiting job that has run counts the time since the
+        # last decision point; a cost per such job, so kept only when it can promote
+        promoted = set()
+        if self.starve_limit > 0:
+            for jid in self._ran:
+                job, st = view.job(jid), self.state[jid]
+                st.waited_s += now - st.seen_s
+                st.seen_s = now
+                ran_s = job.run_s - st.run_s0
+                if st.queue > 0 and ran_s > 0 and st.waited_s >= self.starve_limit * ran_s:
+                    promoted.add(jid)
+            for job in running.values():
+                if job.job_id in self.state:
+                    self.state[job.job_id].seen_s = now
+        # entries into queues in arrival order, as a pass over all jobs in that order would make
+        changed = sorted([j for j in running.values() if j.job_id in self.state] + stopped
+                         + [view.job(jid) for jid in promoted if jid not in running], key=_arrival)
+        for job in changed:
+            st = self.state[job.job_id]
+            if job.job_id in promoted:  # PromoteKnob: back to Q0, service counter reset
+                bucketed = st.waiting  # a job that stopped just now gets its bucket below
+                if bucketed:
+                    self._wait(job.job_id, False)
                 st.gpu_s0, st.run_s0, st.waited_s = job.attained_gpu_s, job.run_s, 0.0
                 self._enter(st, 0)
+                if bucketed:
+                    self._wait(job.job_id, True, job)
                 continue
             # 2D-LAS: GPUs x time attained since the job last entered Q0, against the thresholds
-            attained = job.attained_gpu_s - st.gpu_s0
-            queue = sum(attained >= t for t in self.thresholds)
+            queue = sum(job.attained_gpu_s - st.gpu_s0 >= t for t in self.thresholds)
             if queue > st.queue:  # demoted
                 self._enter(st, queue)
+        for job in stopped:
+            self._wait(job.job_id, True, job)
+        for job in self._arrivals(view):  # a new job enters Q0
+            st = _Queued(0, 0, job.attained_gpu_s, job.run_s, 0.0, now, _gpus(job))
+            self.state[job.job_id] = st
+            self._enter(st, 0)
+            if job.status == "running":
+                running[job.job_id] = job
+            else:
+                self._wait(job.job_id, True, job)
+                if job.run_s > 0:
+                    self._ran[job.job_id] = None
+        self._watch = dict.fromkeys(running)
+
+    def _arrivals(self, view: ClusterView) -> list[JobView]:
+        """Jobs not seen before, in arrival order: the newest active jobs (view.jobs is in
+        arrival order), found from the end."""
+        new = []
+        for k in range(len(view.jobs) - 1, -1, -1):
+            job = view.jobs[k]
+            if job.job_id in self.state:
+                break
+            new.append(job)
+        return new[::-1]
 
 
-def priority_admit(view: ClusterView, order: list[JobView], placer, accept=None) -> Decision:
-    """Run jobs in priority order (Tiresias' `dlas_sim_jobs` loop, node-aware): running jobs keep
-    their nodes; a waiting job starts where the placer fits all its tasks, preempting running jobs
-    of lower priority (lowest first, no more than it needs) when that makes room; a job that does
-    not fit even so waits, and later jobs still get their turn."""
-    c = view.cluster
-    cap = Capacity.of(view)
-    rank = {j.job_id: k for k, j in enumerate(order)}
-    victims: list[JobView] = []
-    d = Decision()
+class Admission:
+    """One round of Tiresias' `dlas_sim_jobs` loop, node-aware: running jobs keep their nodes;
+    a waiting job (`start`, in priority order) starts where the placer fits all its tasks,
+    preempting running jobs of lower priority (lowest first, no more than it needs) when that
+    makes room; a job that does not fit even so waits, and later jobs still get their turn.
+    `running` is in priority order, `key` orders any job by priority; `accept(job, placement)`,
+    when given, may refuse a placement the placer found (Tiresias: a sensitive job not
+    consolidated), which then counts as not fitting."""
 
-    def release(job: JobView, sign: int) -> None:
+    def __init__(
+        self, view: ClusterView, running: list[JobView], key: Callable, placer,
+        accept: Callable | None = None,
+    ):
+        self.cluster, self.cap, self.placer = view.cluster, Capacity.of(view), placer
+        self.running, self.key, self.accept = running, key, accept
+        self.victims: list[JobView] = []
+        self.d = Decision()
+        self._suffix = None  # (keys of the running jobs, GPUs held by those from k on)
+
+    def free_gpus(self) -> int:
+        return int(self.cap.gpu.sum())
+
+    def preemptible_gpus(self, lower: Callable[[JobView], bool]) -> int:
+        """GPUs held by the running jobs not preempted yet for which `lower` holds: with the free
+        ones, an upper bound on the GPUs a job of higher priority can get this round."""
+        gone = {v.job_id for v in self.victims}
+        return sum(
+            t.demand.gpu
+            for r in self.running
+            if r.job_id not in gone and lower(r)
+            for t in r.tasks
+            if t.node >= 0
+        )
+
+    def lower_gpus(self, key) -> int:
+        """GPUs held by the running jobs not preempted yet whose priority is below `key`: with
+        the free ones, an upper bound on the GPUs a job of that key can get this round."""
+        if self._suffix is None:
+            gone = {v.job_id for v in self.victims}
+            keys = [self.key(r) for r in self.running]
+            held = [
+                0 if r.job_id in gone else sum(t.demand.gpu for t in r.tasks if t.node >= 0)
+                for r in self.running
+            ]
+            suffix = [0] * (len(held) + 1)
+            for i in range(len(held) - 1, -1, -1):
+                suffix[i] = suffix[i + 1] + held[i]
+            self._suffix = (keys, suffix)
+        keys, suffix = self._suffix
+        return suffix[bisect.bisect_right(keys, key)]
+
+    def _release(self, job: JobView, sign: int) -> None:
         for t in job.tasks:
             if t.node >= 0:
-                cap.take(t.node, t.demand, -sign)
+                self.cap.take(t.node, t.demand, -sign)
 
-    def fit(job: JobView):
+    def _fit(self, job: JobView):
         got = place_job(
-            c, cap, placer, job.ps_demand, job.worker_demand, job.num_ps, job.num_workers
+            self.cluster, self.cap, self.placer, job.ps_demand, job.worker_demand, job.num_ps,
+            job.num_workers,
         )
-        if got is not None and accept is not None and not accept(job, got):
-            unfit(job, got)  # a placement the job does not take (Tiresias: not consolidated)
+        if got is not None and self.accept is not None and not self.accept(job, got):
+            self._unfit(job, got)  # a placement the job does not take (Tiresias: not consolidated)
             return None
         return got
 
-    def unfit(job: JobView, got) -> None:
+    def _unfit(self, job: JobView, got) -> None:
         for n in got[0]:
-            cap.take(n, job.ps_demand, -1)
+            self.cap.take(n, job.ps_demand, -1)
         for n in got[1]:
-            cap.take(n, job.worker_demand, -1)
+            self.cap.take(n, job.worker_demand, -1)
 
-    for job in order:
-        if job.status == "running":
-            continue
-        got = fit(job)
+    def start(self, job: JobView) -> bool:
+        """Start the job if it fits, preempting if need be; whether it starts."""
+        got = self._fit(job)
         if got is None:
+            k = self.key(job)
             lower = [
-                r for r in reversed(order)
-                if r.status == "running" and rank[r.job_id] > rank[job.job_id] and r not in victims
+                r for r in reversed(self.running) if self.key(r) > k and r not in self.victims
             ]
             freed = []
             for r in lower:
-                release(r, 1)
+                self._release(r, 1)
                 freed.append(r)
-                got = fit(job)
+                got = self._fit(job)
                 if got is not None:
                     break
             if got is None:
                 for r in freed:
-                    release(r, -1)
-                continue
-            unfit(job, got)
+                    self._release(r, -1)
+                return False
+            self._unfit(job, got)
             for r in reversed(freed):  # keep running every victim the job does not need
-                release(r, -1)
-                trial = fit(job)
+                self._release(r, -1)
+                trial = self._fit(job)
                 if trial is None:
-                    release(r, 1)
+                    self._release(r, 1)
                 else:
-                    unfit(job, trial)
+                    self._unfit(job, trial)
                     freed.remove(r)
-            victims += freed
-            got = fit(job)
-        add_placement(d, job.job_id, *got)
-    d.preempt = [v.job_id for v in victims]
-    return d
+            self.victims += freed
+            self._suffix = None
+            got = self._fit(job)
+        add_placement(self.d, job.job_id, *got)
+        return True
+
+    def decision(self) -> Decision:
+        self.d.preempt = [v.job_id for v in self.victims]
+        return self.d
+
+
+def priority_admit(
+    view: ClusterView, order: Iterable[JobView], placer, accept: Callable | None = None
+) -> Decision:
+    """Run jobs in the priority order `order` (every active job) as one Admission round;
+    `accept` as in Admission."""
+    order = list(order)
+    rank = {j.job_id: k for k, j in enumerate(order)}
+    rounds = Admission(
+        view, [j for j in order if j.status == "running"], lambda j: rank[j.job_id], placer,
+        accept,
+    )
+    for job in order:
+        if job.status != "running":
+            rounds.start(job)
+    return rounds.decision()
 
 
 class TiresiasGittins(Tiresias):

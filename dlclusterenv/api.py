@@ -8,9 +8,10 @@ oracle by design (e.g. SRTF, optimus-oracle) sets ``oracle = True`` and gets ``v
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -122,8 +123,65 @@ class OracleView:
         return self._sim.isolated_speed(job_id, ps_nodes, worker_nodes)
 
 
+class JobViews(Sequence):
+    """Views of the simulator's `jobs` (those with `status`, if given), each found and built when
+    first read: a scheduler that reads the head of a long queue pays for the head only. Valid
+    until the simulator changes (a ClusterView is read at its decision point)."""
+
+    def __init__(self, sim: Simulator, jobs: list, status: str | None = None):
+        self._sim, self._version = sim, sim.version
+        self._src, self._status, self._scan = jobs, status, 0
+        self._found = [] if status else jobs
+        self._views: dict[int, JobView] = {}
+
+    def _check(self) -> None:
+        if self._sim.version != self._version:
+            raise RuntimeError("a ClusterView is read at its decision point, before the "
+                               "simulator moves on")
+
+    def _fill(self, n: float) -> None:
+        """Scan the source until n + 1 jobs are found or it ends."""
+        self._check()
+        while self._status and len(self._found) <= n and self._scan < len(self._src):
+            job = self._src[self._scan]
+            self._scan += 1
+            if job.status == self._status:
+                self._found.append(job)
+
+    def __len__(self) -> int:
+        self._fill(math.inf)
+        return len(self._found)
+
+    def __bool__(self) -> bool:
+        self._fill(0)
+        return bool(self._found)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return tuple(self[i] for i in range(*k.indices(len(self))))
+        self._fill(k if k >= 0 else math.inf)
+        k = range(len(self._found))[k]  # normalised; IndexError if out of range
+        view = self._views.get(k)
+        if view is None:
+            view = self._views[k] = self._sim.job_view(self._found[k])
+        return view
+
+    def __iter__(self) -> Iterator[JobView]:
+        k = 0
+        while True:
+            self._fill(k)
+            if k >= len(self._found):
+                return
+            yield self[k]
+            k += 1
+
+    def __repr__(self) -> str:
+        return f"JobViews({len(self)} jobs)"
+
+
 class ClusterView:
-    """Read-only snapshot of the cluster at a decision point (arrays are not writeable)."""
+    """Read-only snapshot of the cluster at a decision point (arrays are not writeable). Job
+    views are built as they are read, so the view must be read before its decision is applied."""
 
     def __init__(self, sim: Simulator, oracle: bool):
         self.time: float = sim.now
@@ -135,22 +193,18 @@ class ClusterView:
         self.gpu_owners: tuple[tuple[str, ...], ...] = tuple(tuple(o) for o in sim.gpu_tasks)
         self.free_gpus = _ro(sim.free_gpus)
         self.gpu_packed = _ro(sim.gpu_mode.astype(bool))
-        self.jobs: tuple[JobView, ...] = tuple(sim.job_view(j) for j in sim.active_jobs())
+        self.jobs: Sequence[JobView] = JobViews(sim, sim.active_jobs())  # arrival order
+        self.pending: Sequence[JobView] = JobViews(sim, sim.active_jobs(), "pending")
+        self.running: Sequence[JobView] = JobViews(sim, sim.running_jobs())
         self.oracle = OracleView(sim) if oracle else None
+        self._sim = sim
 
     def job(self, job_id: str) -> JobView:
-        for j in self.jobs:
-            if j.job_id == job_id:
-                return j
-        raise KeyError(f"no active job {job_id!r}")
-
-    @property
-    def pending(self) -> tuple[JobView, ...]:
-        return tuple(j for j in self.jobs if j.status == "pending")
-
-    @property
-    def running(self) -> tuple[JobView, ...]:
-        return tuple(j for j in self.jobs if j.status == "running")
+        self.jobs._check()
+        job = self._sim.jobs.get(job_id)
+        if job is None or job.status == "done":
+            raise KeyError(f"no active job {job_id!r}")
+        return self._sim.job_view(job)
 
     def gpu_key(self, gpu: int) -> str:
         c = self.cluster

@@ -116,6 +116,7 @@ class Job:
     plan: object = None  # speed.JobPlan cache, dropped by touch()
     share: float | None = None  # dominant-share cache, dropped by touch()
     proj: float | None = None  # cross-node bytes per step of the placed tasks, dropped by touch()
+    view: object = None  # api.JobView of a pending job (Simulator.job_view), dropped by touch()
 
     def __post_init__(self) -> None:
         self.job_id = self.spec.job_id
@@ -171,6 +172,7 @@ class Job:
         self.plan = None
         self.share = None
         self.proj = None
+        self.view = None
 
     def observe(self, t0_steps: float, speed: float, dt: float) -> None:
         """Record what a real cluster would show after running `dt` seconds at `speed`.

@@ -9,6 +9,7 @@ offending task, job, node or GPU if any part is invalid.
 
 from __future__ import annotations
 
+import bisect
 import math
 import time as _time
 from dataclasses import dataclass, field
@@ -25,11 +26,23 @@ from .comm import link_capacity, pattern
 from .speed import PackingModel, Rates, alone_speed, compute_rates
 
 EPS = 1e-9
+# Consecutive steps of the engine (loop turns of advance(), across calls) that may leave the clock
+# where it is before the engine calls it a stall: a few are legitimate (events at one instant).
+STALL_LIMIT = 1000
 # Packing slowdown fitted to Gavel's co-location throughputs (stanford-futuredata/gavel @c4fa400,
 # ../shared/profiles/gavel_throughputs.json), pooled over k80/p100/v100, 976 pairs, rmse 0.17:
 # eps = 0.319 with gamma held at 1, since the data do not pin gamma (rmse flat over 0.5..4).
 # Reproduce with `python -m dlclusterenv.profiles`.
 DEFAULT_PACKING = PackingModel(eps=0.319, gamma=1.0)
+
+
+def _arrival_order(job: Job) -> tuple[float, str]:
+    """The order jobs arrive in (Simulator.specs'), hence of _active."""
+    return job.spec.arrival_s, job.job_id
+
+
+class SimulationStalled(RuntimeError):
+    """Simulated time stopped advancing: raised instead of looping forever at one instant."""
 
 
 @dataclass
@@ -89,10 +102,15 @@ class Simulator:
         self.gpu_mode = np.zeros(c.n_gpus, dtype=np.int8)  # 0 timeslice, 1 pack
         self.free_gpus = c.gpus.copy()  # unoccupied GPUs per node
         self._active: list[Job] = []
+        # jobs with a task on a node, in _active's (arrival) order: the running jobs and those
+        # partly placed; what the engine walks per event, so that queued jobs cost nothing there
+        self._holding: list[Job] = []
+        self.version = 0  # bumped by every change a ClusterView could show
         self._rates: Rates | None = None
         self._wakes: list[float] = []  # decision points schedulers asked for
         self.totals = Totals()
         self.done = False
+        self._still = 0  # consecutive engine steps that left the clock where it was
         self._arrive_due()
 
     def job(self, job_id: str) -> Job:
@@ -103,6 +121,10 @@ class Simulator:
 
     def active_jobs(self) -> list[Job]:
         return self._active
+
+    def running_jobs(self) -> list[Job]:
+        """Running jobs in arrival order, found among the jobs holding nodes (not the queue)."""
+        return [j for j in self._holding if j.status == RUNNING]
 
     def _arrive_due(self) -> bool:
         arrived = False
@@ -124,6 +146,7 @@ class Simulator:
             self._active.append(job)
             self._next_arrival += 1
             arrived = True
+        self.version += arrived
         return arrived
 
     # ------------------------------------------------------------------ view
@@ -131,6 +154,10 @@ class Simulator:
         return ClusterView(self, oracle)
 
     def job_view(self, job: Job) -> JobView:
+        """The job as a scheduler sees it; a pending job's view is kept until the job changes
+        (Job.touch), so a long queue is not rebuilt at every decision."""
+        if job.view is not None and job.status == PENDING:
+            return job.view
         m = job.model
         cores = self.rates().task_cores
         tasks = tuple(
@@ -146,7 +173,7 @@ class Simulator:
             )
             for t in job.tasks.values()
         )
-        return JobView(
+        view = JobView(
             job_id=job.job_id,
             model=job.spec.model,
             user=job.spec.user,
@@ -179,6 +206,8 @@ class Simulator:
             tasks=tasks,
             comm="ps" if job.uses_ps else "allreduce",
         )
+        job.view = view if job.status == PENDING else None
+        return view
 
     # ------------------------------------------------------------------ decisions
     def place_target(self, tid: str, target: object) -> tuple[int, int]:
@@ -348,6 +377,7 @@ class Simulator:
                         f"{sum(mems):.3g} GB > {c.gpu_memory[node]:.3g} GB of GPU memory"
                     )
         # ---------------------------------------------------------- commit
+        self.version += 1
         touched: dict[str, Job] = {}
         for t in removed:
             self._unplace(t)
@@ -437,7 +467,10 @@ class Simulator:
         dem = job.model.ps if t.role == "ps" else job.model.worker
         t.node, t.gpu = node, gpu
         job.n_placed += 1
+        if job.n_placed == 1:
+            bisect.insort(self._holding, job, key=_arrival_order)
         job.touch()
+        self.version += 1
         self.used_cpu[node] += dem.cpu
         self.used_mem[node] += dem.mem_gb
         self.used_bw[node] += dem.bw_MBps * 1e6
@@ -449,6 +482,8 @@ class Simulator:
     def _unplace(self, t: Task) -> None:
         job = self.jobs[t.task_id.rpartition("/")[0]]
         job.n_placed -= 1
+        if job.n_placed == 0:
+            self._holding.remove(job)
         job.touch()
         dem = job.model.ps if t.role == "ps" else job.model.worker
         self.used_cpu[t.node] -= dem.cpu
@@ -490,7 +525,7 @@ class Simulator:
     def rates(self) -> Rates:
         if self._rates is None:
             running = [
-                j for j in self._active if j.status == RUNNING and j.paused_until <= self.now + EPS
+                j for j in self._holding if j.status == RUNNING and j.paused_until <= self.now + EPS
             ]
             self._rates = compute_rates(
                 self.cluster, running, self.gpu_mode, self.overheads, self.packing
@@ -516,19 +551,24 @@ class Simulator:
             t_wake = min(self._wakes, default=math.inf) if self._active else math.inf
             t_next = min(t_arr, self._next_tick() if self._active else math.inf, t_wake, self.horizon_s)
             t_internal = math.inf
-            for job in self._active:
+            ends: list[tuple[float, Job]] = []  # running jobs' completion times
+            for job in self._holding:
                 if job.status != RUNNING:
                     continue
                 if job.paused_until > self.now + EPS:
                     t_internal = min(t_internal, job.paused_until)
                 elif r.speed.get(job.job_id, 0.0) > 0:
                     rem = job.total_steps - job.steps_done
-                    t_next = min(t_next, self.now + rem / r.speed[job.job_id])
+                    ends.append((self.now + rem / r.speed[job.job_id], job))
+                    t_next = min(t_next, ends[-1][0])
             t = min(t_next, t_internal)
             if math.isinf(t):  # nothing will ever happen again: jobs left are reported unfinished
                 self.done = True
                 break
-            self._integrate(r, t)
+            self._check_stall(t, ends)
+            # a job whose completion time is t ends at t exactly, also when the clock cannot
+            # resolve the time its last steps take (t == now)
+            self._integrate(r, t, [job for t_end, job in ends if t_end <= t])
             if t_internal < t_next:
                 self._rates = None
                 continue
@@ -542,11 +582,32 @@ class Simulator:
                 break
         return self.now - start
 
-    def _integrate(self, r: Rates, t: float) -> None:
+    def _check_stall(self, t: float, ends: list[tuple[float, Job]]) -> None:
+        """Count engine steps that leave the clock at `now`; after STALL_LIMIT in a row, raise
+        SimulationStalled naming the time and the running jobs instead of looping forever."""
+        if t > self.now:
+            self._still = 0
+            return
+        self._still += 1
+        if self._still > STALL_LIMIT:
+            nearest = ", ".join(
+                f"{job.job_id} ({job.total_steps - job.steps_done:.3g} steps left, "
+                f"ends at {t_end!r} s)"
+                for t_end, job in sorted(ends, key=lambda e: e[0])[:5]
+            )
+            raise SimulationStalled(
+                f"simulated time stuck at t = {self.now!r} s for {self._still} engine steps "
+                f"(next event at {t!r} s); running jobs nearest completion: {nearest or 'none'}"
+            )
+
+    def _integrate(self, r: Rates, t: float, ending: list[Job]) -> None:
+        """Run every rate from now to t; jobs in `ending` complete at t with exactly their total
+        steps (no float residue left for a step the clock cannot resolve)."""
         dt = t - self.now
         tot = self.totals
+        self.version += 1
         if dt > 0:
-            running = [j for j in self._active if j.job_id in r.speed]
+            running = [j for j in self._holding if j.job_id in r.speed]
             for job in running:
                 before = job.steps_done
                 job.steps_done = min(job.steps_done + r.speed[job.job_id] * dt, job.total_steps)
@@ -562,9 +623,9 @@ class Simulator:
             tot.net_bytes += r.nic_Bps * dt
             n = len(self._active)
             tot.job_seconds += n * dt
-            if n:
-                shares = np.array([self._dominant_share(j) for j in self._active])
-                for j, s in zip(self._active, shares):
+            if n:  # a job without a placed task has dominant share 0
+                shares = np.array([self._dominant_share(j) for j in self._holding])
+                for j, s in zip(self._holding, shares):
                     j.dom_share_time += s * dt
                 denom = n * float((shares**2).sum())
                 jain = float(shares.sum() ** 2 / denom) if denom > 0 else 1.0
@@ -579,6 +640,8 @@ class Simulator:
                     r.nic_Bps / self._nic_total,
                 )
             )
+        for job in ending:
+            job.steps_done = float(job.total_steps)
         self.now = t
 
     def _dominant_share(self, job: Job) -> float:
@@ -605,7 +668,7 @@ class Simulator:
     def _finish_due(self, r: Rates) -> bool:
         finished = [
             j
-            for j in self._active
+            for j in self._holding
             if j.status == RUNNING and j.steps_done >= j.total_steps * (1 - 1e-12) - EPS
         ]
         for job in finished:
@@ -618,6 +681,7 @@ class Simulator:
             self._active.remove(job)
         if finished:
             self._rates = None
+            self.version += 1
         return bool(finished)
 
     # ------------------------------------------------------------------ drivers

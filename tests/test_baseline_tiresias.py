@@ -113,6 +113,8 @@ def test_gittins_variant_differs_from_las():
         s.decide(sim.view())  # both jobs enter Q0 at t = 0 (the decision is not applied)
         s.sizes = [100.0, 10_000.0]
     sim.apply(Decision(place={"b/ps0": 0, "b/w0": 0, "b/w1": 0}))
+    for s in (las, git):  # they see b running (their state is kept between decision points)
+        s.decide(sim.view())
     sim.advance()
     sim.apply(Decision(preempt=["b"]))
     view = sim.view()

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import baselines
-from dlclusterenv import Decision, Scheduler, make_sim
+from dlclusterenv import Decision, Scheduler, Simulator, build, make_sim
+from dlclusterenv.jobs import JobSpec
+from dlclusterenv.sim import STALL_LIMIT, SimulationStalled
 
 
 class Recorder(Scheduler):
@@ -116,3 +120,42 @@ def test_shaping_names_its_terms():
             gym.make("DLClusterPlace-v0", shaping=bad, **kw)
     with pytest.raises(ConfigError, match="not a term of the reward"):
         gym.make("DLClusterPlace-v0", scenario="tiny", reward="traffic", shaping=["jct"])
+
+
+def _running_alone(model: str, at: float):
+    """A tiny-cluster simulator whose one job arrives at `at` and runs: (sim, job, its speed)."""
+    _, cluster, zoo, _ = build("tiny")
+    sim = Simulator(cluster, [JobSpec("j", model, at, 1, 2)], zoo)
+    sim.advance()
+    sim.decide(baselines.make("fifo"))
+    job = sim.jobs["j"]
+    assert sim.now == at and job.status == "running"
+    return sim, job, sim.rates().speed["j"]
+
+
+@pytest.mark.parametrize("ulps", [0.25, 1.4])
+def test_a_job_whose_last_steps_the_clock_cannot_resolve_ends_exactly(ulps):
+    """Issue 14's stall: at t = 2.1e6 s the clock resolves 4.7e-10 s. Last steps taking 0.25 of
+    that (t + dt == t), or 1.4 of it (the clock moves one unit and leaves a float residue that
+    takes 0.4), left the job running with dt = 0 at every later advance, forever. The job must
+    end at the instant its completion rounds to, with exactly its total steps."""
+    sim, job, v = _running_alone("GRU", 2.1e6)
+    ulp = math.ulp(sim.now)
+    job.steps_done = job.total_steps - ulps * ulp * v
+    # precondition: the residue is beyond what the engine rounds off when it finishes a job
+    assert (ulps % 1) * ulp * v > job.total_steps * 1e-12 + 1e-9
+    sim.advance()  # one call: the old engine returned here with the job still running
+    assert job.status == "done" and job.steps_done == job.total_steps
+    assert job.finish_s == sim.now == 2.1e6 + round(ulps) * ulp
+    assert sim.done
+
+
+def test_engine_raises_instead_of_looping_when_time_stops():
+    """Any bug that stops the clock (here a scheduling tick that is always now) is an error
+    naming the time and the running jobs, after STALL_LIMIT steps, not an endless loop."""
+    sim, job, _ = _running_alone("GRU", 2.1e6)
+    sim._next_tick = lambda: sim.now
+    with pytest.raises(SimulationStalled, match=r"t = 2100000\.0 s .*running jobs .*: j \("):
+        for _ in range(STALL_LIMIT + 2):
+            sim.advance()
+    assert job.status == "running"

@@ -1,0 +1,220 @@
+"""Issue 13, bug 9: an overloaded cluster (queue growing without bound) must not make each decision
+cost more. The engine walks only jobs holding nodes, job views are built when read, and Tiresias
+keeps its queues incrementally; all of it must decide exactly as the full scans did."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import baselines
+import baselines.tiresias as tiresias_mod
+import dlclusterenv.placers as placers_mod
+from baselines.tiresias import Tiresias, TiresiasGittins, _Queued, priority_admit
+from dlclusterenv import Scheduler, make_sim
+from dlclusterenv.sim import Simulator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from overload import overloaded  # noqa: E402
+
+# x the default scenario's arrival rate: enough for a queue of 150+ with main's faster jobs
+LOAD = 10.0
+
+
+def same(a, b) -> bool:
+    """Equal metrics, per-job records and timelines (wall-clock decision latency aside)."""
+    return (a.summary(), a.jobs, a.timeline) == (b.summary(), b.jobs, b.timeline)
+
+
+class FullScanTiresias(Tiresias):
+    """Tiresias as it was before it was made incremental: every job looked at, every decision
+    (sizes learned from every job that left the view, 2D-Gittins indices of every job)."""
+
+    def decide(self, view):
+        self._learn_all(view)
+        self._scan(view)
+        if self.gittins and len(self.sizes) >= self.min_history:
+            gi = {j.job_id: self.index(j) for j in view.jobs}
+        else:
+            gi = {j.job_id: 0.0 for j in view.jobs}
+        order = sorted(
+            view.jobs,
+            key=lambda j: (self.state[j.job_id].queue, -gi[j.job_id], j.status != "running",
+                           self.state[j.job_id].seq),
+        )
+        d = priority_admit(view, order, self.placer, lambda j, got: self.consolidated(view, j, got))
+        self._remember_all(view, d)
+        return d
+
+    def _learn_all(self, view):
+        present = {j.job_id for j in view.jobs}
+        for jid, (a, t, gpus) in getattr(self, "_seen", {}).items():
+            if jid not in present:
+                self.sizes.append(a + gpus * (view.time - t))
+
+    def _remember_all(self, view, d):
+        started = {t.rpartition("/")[0] for t in d.place}
+        stopped = set(d.preempt)
+        self._seen = {
+            j.job_id: (j.attained_gpu_s, view.time,
+                       j.num_workers * j.worker_demand.gpu
+                       if (j.status == "running" or j.job_id in started) and j.job_id not in stopped
+                       else 0)
+            for j in view.jobs
+        }
+
+    def _scan(self, view):
+        active = {j.job_id for j in view.jobs}
+        self.state = {k: v for k, v in self.state.items() if k in active}
+        for job in view.jobs:
+            st = self.state.get(job.job_id)
+            if st is None:
+                st = _Queued(0, 0, job.attained_gpu_s, job.run_s, 0.0, view.time)
+                self._enter(st, 0)
+                self.state[job.job_id] = st
+            if job.status == "pending" and job.run_s > 0:
+                st.waited_s += view.time - st.seen_s
+            st.seen_s = view.time
+            ran_s = job.run_s - st.run_s0
+            if (self.starve_limit > 0 and st.queue > 0 and job.status == "pending" and ran_s > 0
+                    and st.waited_s >= self.starve_limit * ran_s):
+                st.gpu_s0, st.run_s0, st.waited_s = job.attained_gpu_s, job.run_s, 0.0
+                self._enter(st, 0)
+                continue
+            queue = sum(job.attained_gpu_s - st.gpu_s0 >= t for t in self.thresholds)
+            if queue > st.queue:
+                self._enter(st, queue)
+
+
+class FullScanGittins(FullScanTiresias):
+    gittins = True
+
+
+class Lockstep(Scheduler):
+    """Asks both schedulers at every decision point; their decisions, queues and learned sizes
+    must agree."""
+
+    def __init__(self, fast: Tiresias, slow: FullScanTiresias):
+        self.fast, self.slow = fast, slow
+        self.preempted = 0
+
+    def reset(self, seed=None):
+        self.fast.reset(seed)
+        self.slow.reset(seed)
+
+    def decide(self, view):
+        d = self.fast.decide(view)
+        assert d == self.slow.decide(view), f"t = {view.time}"
+        for j in view.jobs:
+            assert self.fast.queue_of(j.job_id) == self.slow.queue_of(j.job_id), j.job_id
+        assert self.fast.sizes == self.slow.sizes
+        self.preempted += len(d.preempt)
+        return d
+
+
+@pytest.mark.parametrize("gittins", [False, True], ids=["las", "gittins"])
+@pytest.mark.parametrize(
+    "scenario, starve_limit", [("default", 0.0), ("overload", 0.0), ("overload", 1.0)]
+)
+def test_incremental_tiresias_decides_as_the_full_scan(scenario, starve_limit, gittins):
+    sim = make_sim(overloaded(60, LOAD) if scenario == "overload" else scenario, 0)
+    kw = {"starve_limit": starve_limit}
+    fast, slow = (TiresiasGittins(**kw), FullScanGittins(**kw)) if gittins else (
+        Tiresias(**kw), FullScanTiresias(**kw))
+    lock = Lockstep(fast, slow)
+    assert sim.run(lock).jobs_finished == len(sim.specs)
+    assert lock.fast.sizes  # sizes were learned (and, for 2D-Gittins, ordered the queues)
+
+
+class Checked(Scheduler):
+    """FIFO that checks, at every decision point, the lazy view against a full snapshot of the
+    engine and the engine's index of jobs holding nodes against its job list."""
+
+    def __init__(self, sim: Simulator):
+        self.sim, self.inner = sim, baselines.make("fifo")
+
+    def decide(self, view):
+        sim = self.sim
+        jobs = list(view.jobs)
+        assert [j.job_id for j in jobs] == [j.job_id for j in sim.active_jobs()]
+        assert list(view.pending) == [j for j in jobs if j.status == "pending"]
+        assert list(view.running) == [j for j in jobs if j.status == "running"]
+        for j in sim.active_jobs():
+            cached, j.view = j.view, None
+            assert sim.job_view(j) == view.job(j.job_id)  # a kept view is what a new one shows
+            j.view = cached
+        assert sim._holding == [j for j in sim.active_jobs() if j.n_placed > 0]
+        return self.inner.decide(view)
+
+
+def test_lazy_views_and_the_engine_index_match_full_scans():
+    sim = make_sim(overloaded(60, LOAD), 0)
+    m = sim.run(Checked(sim))
+    assert m.jobs_finished == 60
+    assert same(m, make_sim(overloaded(60, LOAD), 0).run(baselines.make("fifo")))
+
+
+def test_a_view_is_read_before_the_simulator_moves_on():
+    sim = make_sim("tiny", 0)
+    sim.advance()
+    view = sim.view()
+    sim.advance()
+    with pytest.raises(RuntimeError, match="decision point"):
+        list(view.jobs)
+
+
+SKEW = pytest.mark.xfail(
+    strict=True,
+    reason="skew placement (main, baselines12b): a placement-sensitive job that fits by GPU count "
+    "but that the placer does not consolidate is tried, with its preemption walk, at every "
+    "decision point; ~16x what changes here",
+)
+
+
+@pytest.mark.parametrize(
+    "policy, module, kw, bound",
+    [
+        ("fifo", placers_mod, {}, 3),
+        ("tiresias", tiresias_mod, {"skew_bytes": None}, 3),
+        # 2D-Gittins re-ranks at every completion and preempts more: each start walks its
+        # victims; the worst ratio stays 3.5-4.1 from 0 to 700 waiting (900 jobs, measured)
+        ("tiresias-gittins", tiresias_mod, {"skew_bytes": None}, 5),
+        pytest.param("tiresias", tiresias_mod, {}, 3, marks=SKEW),
+    ],
+)
+def test_decision_work_does_not_grow_with_the_queue(policy, module, kw, bound, monkeypatch):
+    """Job views built and placements tried per decision, while 150+ jobs wait: bounded
+    by what changes (jobs running, arriving, starting), not by the queue. Reading every waiting
+    job, as before, costs at least one of each per waiting job. Tiresias without its skew
+    placement: with it, see SKEW."""
+    sim = make_sim(overloaded(300, LOAD), 0)
+    work = [0]
+
+    def counted(f):
+        def g(*a, **kw):
+            work[0] += 1
+            return f(*a, **kw)
+        return g
+
+    build = Simulator.job_view
+    monkeypatch.setattr(module, "place_job", counted(module.place_job))
+    monkeypatch.setattr(
+        Simulator, "job_view", lambda s, j: counted(build)(s, j) if j.view is None else j.view
+    )
+    sched = baselines.make(policy, **kw)
+    sim.reset()
+    sched.reset(0)
+    worst, long_queue = 0.0, 0
+    while not sim.done:
+        waiting = sum(j.status == "pending" for j in sim.active_jobs())
+        before = {j.job_id for j in sim.running_jobs()}
+        work[0] = 0
+        sim.decide(sched)
+        changed = len(before | {j.job_id for j in sim.running_jobs()})
+        sim.advance()
+        if waiting >= 150:
+            long_queue += 1
+            worst = max(worst, work[0] / (changed + 1))
+    assert long_queue > 50 and worst < bound
