@@ -673,16 +673,24 @@ class Simulator:
         ]
         for job in finished:
             job.steps_done = float(job.total_steps)
-            for t in job.tasks.values():
-                if t.node >= 0:
-                    self._unplace(t)
-            job.status = DONE
-            job.finish_s = self.now
-            self._active.remove(job)
-        if finished:
-            self._rates = None
-            self.version += 1
+            self._end(job)
         return bool(finished)
+
+    def _end(self, job: Job) -> None:
+        """The job leaves now: its tasks leave their nodes and it is done at this time."""
+        for t in job.tasks.values():
+            if t.node >= 0:
+                self._unplace(t)
+        job.status = DONE
+        job.finish_s = self.now
+        self._active.remove(job)
+        self._rates = None
+        self.version += 1
+
+    def stop(self, job_id: str) -> None:
+        """The user stops an active job where it is (hyper-parameter search killing a poor
+        configuration): it ends now, with the steps it has done."""
+        self._end(self._active_job(job_id, "stop"))
 
     # ------------------------------------------------------------------ drivers
     def decide(self, scheduler: Scheduler) -> None:

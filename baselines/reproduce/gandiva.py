@@ -21,7 +21,7 @@ import baselines
 from dlclusterenv import build, make_sim
 from dlclusterenv.cluster import build_cluster
 from dlclusterenv.config import load_cluster, load_zoo
-from dlclusterenv.jobs import DONE, JobSpec
+from dlclusterenv.jobs import JobSpec
 from dlclusterenv.sim import Simulator
 
 from . import Claim, pct
@@ -133,19 +133,6 @@ def first_feedback(name: str, seed: int) -> list[float]:
     return [first.get(j.job_id, math.nan) for j in sim.jobs.values()]
 
 
-def _kill(sim: Simulator, job_id: str) -> None:
-    """The user stops a job (as Simulator._finish_due ends a converged one; the engine has no
-    kill, so the experiment does it)."""
-    job = sim.jobs[job_id]
-    for t in job.tasks.values():
-        if t.node >= 0:
-            sim._unplace(t)
-    job.status = DONE
-    job.finish_s = sim.now
-    sim._active.remove(job)
-    sim._rates = None
-
-
 def search(name: str, seed: int) -> dict:
     """Seed 002's AutoML use case ("feedback-driven exploration: hyperparameter search ... do not
     need to run jobs to completion; require early indication of performance"): SEARCH_CONFIGS
@@ -179,7 +166,7 @@ def search(name: str, seed: int) -> dict:
                 loss = job.obs_loss[0][1]
                 if reported and loss > float(np.median(list(reported.values()))):
                     killed.add(jid)
-                    _kill(sim, jid)
+                    sim.stop(jid)
                 reported[jid] = loss
                 at[jid] = sim.now - SEARCH_AT_S
 
