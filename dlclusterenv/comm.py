@@ -170,13 +170,9 @@ def _ring_neighbours(tr: _Traffic, nodes: np.ndarray, per_node: np.ndarray) -> t
 
 
 class _AllReduce:
-    """Workers only: each node's GPUs move `volumes` through its host path, and its cross-node
-    bytes leave over its ring neighbours; the subclasses say how much."""
-
-    @staticmethod
-    def volumes(g: np.ndarray, param_bytes: float) -> tuple[np.ndarray, float, int]:
-        """(host-path bytes per node, bytes each node sends across, network messages) per step."""
-        raise NotImplementedError
+    """Workers only: each node's GPUs move bytes through its host path, and its cross-node bytes
+    leave over its ring neighbours. A subclass's `volumes(g, param_bytes)` says how much, from the
+    GPUs per node g: (host-path bytes per node, bytes each node sends across, network messages)."""
 
     @classmethod
     def plan(cls, cluster: Cluster, m: ModelSpec, shard_nodes, ps_nodes, w_nodes) -> Comm:

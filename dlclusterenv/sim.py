@@ -258,14 +258,14 @@ class Simulator:
             preempt.append(job)
         alloc: dict[str, tuple[int, int]] = {}
         for jid, pw in d.allocate.items():
-            self._active_job(jid, "allocate")
+            uses_ps = self._active_job(jid, "allocate").uses_ps
             try:
                 p, w = (int(x) for x in pw)
             except (TypeError, ValueError):
                 raise DecisionError(f"allocate[{jid!r}]: expected (num_ps, num_workers), got {pw!r}")
-            if self.jobs[jid].uses_ps and (p < 1 or w < 1):
+            if uses_ps and (p < 1 or w < 1):
                 raise DecisionError(f"allocate[{jid!r}]: needs at least 1 PS and 1 worker, got {pw!r}")
-            if not self.jobs[jid].uses_ps and (p != 0 or w < 1):
+            if not uses_ps and (p != 0 or w < 1):
                 raise DecisionError(
                     f"allocate[{jid!r}]: an all-reduce job has no PS and at least 1 worker, got {pw!r}"
                 )

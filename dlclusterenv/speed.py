@@ -251,11 +251,11 @@ def compute_rates(
     upd = np.where(n_ps > 0, update / np.maximum(n_ps, 1) / ps_f, 0.0)
     w_off = np.concatenate([[0], np.cumsum(n_w)[:-1]])
     # sync waits for the slowest worker, and its PS apply every worker's gradient
-    slowest = np.maximum.reduceat(compute[w_job] / f, w_off)
+    c_w = compute[w_job] / f  # each worker's compute, slowed by its GPU or CPU share
+    slowest = np.maximum.reduceat(c_w, w_off)
     x_sync = comm + upd * n_w
     t_sync = slowest + overhead + rpc + x_sync - np.minimum(phi * slowest, omega * x_sync)
     # async workers run their own loops; the job's speed is the sum of their rates
-    c_w = compute[w_job] / f
     x_w = (comm + upd)[w_job]
     per_worker = c_w + (overhead + rpc)[w_job] + x_w - np.minimum(phi[w_job] * c_w, omega[w_job] * x_w)
     s_async = np.add.reduceat(1.0 / per_worker, w_off)
@@ -288,6 +288,5 @@ def alone_speed(cluster: Cluster, job: Job, ps_nodes, worker_nodes, overheads: O
     for g, (t, n) in enumerate(zip(job.worker_tasks(), worker_nodes)):
         t.node = int(n)
         t.gpu = g if job.model.worker.gpu else -1
-    job.touch()
     r = compute_rates(cluster, [job], np.zeros(len(worker_nodes), np.int8), overheads, packing)
     return r.speed[job.job_id]

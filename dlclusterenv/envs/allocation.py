@@ -321,8 +321,9 @@ class AllocationEnv(_ProposalEnv):
                 break
             ps: list[tuple[str, int]] = []
             if not job.uses_ps:  # all-reduce: every shape with w workers is the same growth
-                for p, ww in self.shapes:
-                    row[self.shapes.index((p, ww))] |= ww == w and w != w0
+                for k, (_, ww) in enumerate(self.shapes):
+                    if ww == w:
+                        row[k] = w != w0
                 continue
             for p in sorted({p for p, ww in self.shapes if ww == w and p >= p0}):
                 if not self._add_n(slot, "ps", p - p0 - len(ps), ps):
