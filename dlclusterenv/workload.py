@@ -258,6 +258,8 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
                 else f"{key}.model: {j.model!r} (default_workers {m.default_workers})",
                 f"{key}.model: {j.model!r}",
             ))
+            if j.num_ps and (j.comm or m.comm) == "allreduce":
+                raise ConfigError(f"{where}: {key}.num_ps: {j.num_ps}: an all-reduce job has no PS")
             for n in j.shard_nodes or ():
                 if not 0 <= n < cluster.n_nodes:
                     raise ConfigError(

@@ -202,3 +202,13 @@ def test_all_reduce_trace_jobs_run_through_every_front_door():
     assert not job.uses_ps
     mask = env.unwrapped.action_masks()
     assert not mask[0] and mask[1]  # slot 0: +PS masked, +worker offered
+
+
+def test_a_ps_count_on_an_all_reduce_job_is_a_config_error():
+    import dlclusterenv
+    from dlclusterenv.config import ConfigError
+
+    wl = {"kind": "fixed", "jobs": [{"model": "ResNet-50", "arrival_s": 0, "num_ps": 2,
+                                     "num_workers": 2, "comm": "allreduce"}]}
+    with pytest.raises(ConfigError, match=r"workload\.jobs\.0\.num_ps: 2: an all-reduce job has no PS"):
+        dlclusterenv.make_sim({"name": "ar", "cluster": "tiny", "workload": wl}, 0)
