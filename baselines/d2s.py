@@ -194,7 +194,7 @@ def worker_transfer(
 def ps_transfer(job: JobView, worker_nodes: list[int], band: np.ndarray) -> np.ndarray:
     """Eq. (2): tt[r] = max over the job's workers m of odm / band[m, r], seconds, per node r;
     ties of the max broken by the total (+ 1e-3 / w of the sum, under 0.1% of the max)."""
-    steps = budget_steps(job) / (1 if job.sync else job.num_workers)
+    steps = budget_steps(job) / (1 if job.sync else job.num_workers) / job.exchange_every
     odm = steps * job.param_bytes / job.num_ps
     fetch = odm / band[np.asarray(worker_nodes)]
     return fetch.max(axis=0) + 1e-3 / len(worker_nodes) * fetch.sum(axis=0)
@@ -202,8 +202,8 @@ def ps_transfer(job: JobView, worker_nodes: list[int], band: np.ndarray) -> np.n
 
 def exchange_bytes(job: JobView) -> float:
     """Eq. (2)'s odm summed over the job's p PS: the bytes one worker sends its PS over the rest of
-    the epoch budget (p x param_bytes / p per step)."""
-    steps = budget_steps(job) / (1 if job.sync else job.num_workers)
+    the epoch budget (p x param_bytes / p per exchange, one exchange per `exchange_every` steps)."""
+    steps = budget_steps(job) / (1 if job.sync else job.num_workers) / job.exchange_every
     return steps * job.param_bytes
 
 

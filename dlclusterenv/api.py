@@ -103,6 +103,7 @@ class JobView:
     shard_nodes: tuple[int, ...]
     tasks: tuple[TaskView, ...]
     comm: str = "ps"  # "ps" (needs >= 1 PS) | "allreduce" (workers only: allocate (0, w))
+    exchange_every: int = 1  # the job exchanges gradients once per this many steps (local SGD)
 
 
 class OracleView:

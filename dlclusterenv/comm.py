@@ -14,6 +14,12 @@ pattern, so PS and all-reduce jobs contend on the same NICs and uplinks.
 - `HierarchicalAllReduce` (Horovod / 2D rings): reduce-scatter inside the node, a ring across
   nodes on 1/g of the gradient per GPU, all-gather inside the node.
 
+Exchange every k steps (`JobSpec.exchange_every`; local SGD, or a MapReduce phase that reduces
+once per phase): the workers compute k local batches between exchanges, so the exchange's bytes,
+flows' bytes, connection time and messages are charged at 1/k per step (amortised; the engine
+integrates rates over many steps). Input reads stay per step: every batch is read. k = 1 is the
+plain synchronous step.
+
 Connections: each node pair a job talks over is one connection capped at `network.conn_MBps`
 (single TCP flows get a fraction of the NIC's line rate). A ring node splits its cross-node bytes
 over its distinct neighbours: one when the ring spans two nodes, two otherwise. With two nodes the
@@ -53,7 +59,7 @@ class Comm:
     nbytes: np.ndarray  # bytes per step on each entry
     flows: np.ndarray  # flow count on each entry
     task_time: float  # slowest capped task or connection: its bytes over its cap, per step
-    messages: int  # sequential network messages per step (each costs network.latency_s)
+    messages: float  # sequential network messages per step, amortised (each costs network.latency_s)
     cross_node: float  # bytes per step crossing NICs
     cross_rack: float
 
@@ -89,7 +95,7 @@ class _Traffic:
     def host(self, nodes: np.ndarray, nbytes: np.ndarray, flows: np.ndarray) -> None:
         self.add(intra_base(self.c) + nodes, nbytes, flows)
 
-    def build(self, task_time: float, messages: int) -> Comm:
+    def build(self, task_time: float, messages: float) -> Comm:
         if not self.links:
             e = np.zeros(0)
             return Comm(e.astype(np.int64), e, e, task_time, messages, 0.0, 0.0)
@@ -124,11 +130,11 @@ class ParameterServer:
     """Workers push gradients to and pull parameters from p PS (Optimus §3, DLTAP §3)."""
 
     @staticmethod
-    def plan(cluster: Cluster, m: ModelSpec, shard_nodes, ps_nodes, w_nodes) -> Comm:
+    def plan(cluster: Cluster, m: ModelSpec, shard_nodes, ps_nodes, w_nodes, every: int = 1) -> Comm:
         n = cluster.n_nodes
         tr = _Traffic(cluster)
         p, w = len(ps_nodes), len(w_nodes)
-        b = m.param_bytes / p
+        b = m.param_bytes / p / every  # per step, amortised over the k steps between exchanges
         keys = (w_nodes[:, None] * n + ps_nodes[None, :]).ravel()
         keys = keys[(w_nodes[:, None] != ps_nodes[None, :]).ravel()]
         uk, cnt = np.unique(keys, return_counts=True)
@@ -139,7 +145,7 @@ class ParameterServer:
         read, remote_read = _input_reads(tr, m, shard_nodes, w_nodes)
         if m.compute_on == "gpu":  # each GPU's push and pull of the whole model cross its host path
             nodes, per = np.unique(w_nodes, return_counts=True)
-            tr.host(nodes, per * m.param_bytes, per.astype(float))
+            tr.host(nodes, per * m.param_bytes / every, per.astype(float))
         conn = cluster.config.network.conn_MBps * 1e6
         task_time = _conn_time(src, dst, nb, n, conn)
         # per-task bandwidth caps (container traffic limits, Optimus Fig. 10)
@@ -175,13 +181,14 @@ class _AllReduce:
     GPUs per node g: (host-path bytes per node, bytes each node sends across, network messages)."""
 
     @classmethod
-    def plan(cls, cluster: Cluster, m: ModelSpec, shard_nodes, ps_nodes, w_nodes) -> Comm:
+    def plan(cls, cluster: Cluster, m: ModelSpec, shard_nodes, ps_nodes, w_nodes, every: int = 1) -> Comm:
         tr = _Traffic(cluster)
         _input_reads(tr, m, shard_nodes, w_nodes)
         nodes, g = np.unique(w_nodes, return_counts=True)
         if int(g.sum()) < 2:
             return tr.build(0.0, 0)
-        host, across, messages = cls.volumes(g, m.param_bytes)
+        host, across, messages = cls.volumes(g, m.param_bytes / every)
+        messages = messages / every
         if m.compute_on == "gpu":
             tr.host(nodes, host, g.astype(float))
         src, dst, nb = _ring_neighbours(tr, nodes, np.full(len(nodes), across))

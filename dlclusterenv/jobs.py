@@ -32,6 +32,8 @@ class JobSpec:
     weight: float = 1.0
     synthetic: tuple[str, ...] = ()  # which fields a trace replay had to invent
     comm: str | None = None  # "ps" | "allreduce": overrides the model's communication pattern
+    exchange_every: int = 1  # k: the exchange (push/pull or all-reduce) runs once per k steps
+    data_fraction: float = 1.0  # share of the model's data set one epoch of this job reads
 
 
 def _improvement(spec: ModelSpec, k: int) -> float:
@@ -124,9 +126,14 @@ class Job:
         self._workers: list[Task] = []
 
     @property
+    def steps_per_epoch(self) -> int:
+        """Local batches per epoch over the job's part of the data set (`JobSpec.data_fraction`)."""
+        return max(1, round(self.model.steps_per_epoch * self.spec.data_fraction))
+
+    @property
     def total_steps(self) -> int:
         """Local batches to train (weak scaling: a sync step of w workers does w of them)."""
-        return self.total_epochs * self.model.steps_per_epoch
+        return self.total_epochs * self.steps_per_epoch
 
     @property
     def uses_ps(self) -> bool:
@@ -135,7 +142,7 @@ class Job:
 
     @property
     def epochs_done(self) -> int:
-        return int(self.steps_done // self.model.steps_per_epoch)
+        return int(self.steps_done // self.steps_per_epoch)
 
     def true_loss(self, epoch: float) -> float:
         c = self.model.loss
@@ -192,7 +199,7 @@ class Job:
         prev = self.obs_speed.get(key, 0.0)
         self.obs_speed[key] = (prev * w + measured * dt) / (w + dt)
         self._speed_time[key] = w + dt
-        spe = self.model.steps_per_epoch
+        spe = self.steps_per_epoch
         first = int(t0_steps // spe) + 1
         last = min(int(self.steps_done // spe), self.total_epochs)
         noise = self.model.loss.noise

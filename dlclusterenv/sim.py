@@ -189,9 +189,9 @@ class Simulator:
             sync=m.sync,
             gpu_util=m.gpu_util,
             gpu_mem_gb=m.gpu_mem_gb,
-            steps_per_epoch=m.steps_per_epoch,
+            steps_per_epoch=job.steps_per_epoch,
             input_bytes_per_step=m.input_bytes_per_step,
-            dataset_bytes=m.dataset_bytes,
+            dataset_bytes=m.dataset_bytes * job.spec.data_fraction,
             max_epochs=m.convergence.max_epochs,
             rel_delta=job.rel_delta,
             steps_done=job.steps_done,
@@ -205,6 +205,7 @@ class Simulator:
             shard_nodes=job.spec.shard_nodes,
             tasks=tasks,
             comm="ps" if job.uses_ps else "allreduce",
+            exchange_every=job.spec.exchange_every,
         )
         job.view = view if job.status == PENDING else None
         return view
@@ -725,7 +726,7 @@ class Simulator:
                 job.proj = 0.0
                 if len(ws) and (len(ps) or not job.uses_ps):
                     plan = pattern(job.model, job.spec.comm).plan
-                    comm = plan(self.cluster, job.model, job.spec.shard_nodes, ps, ws)
+                    comm = plan(self.cluster, job.model, job.spec.shard_nodes, ps, ws, job.spec.exchange_every)
                     job.proj = comm.cross_node / job.num_workers  # per local batch
             total += job.proj * (job.total_steps - job.steps_done)
         return total

@@ -13,8 +13,10 @@ the shard's node to the worker over the same links (D²S Eq. 1).
 Step time (weak scaling: every worker computes its own local batch, as every measured source
 reports it): sync = slowest worker's compute (slowed by its CPU or GPU share) + fixed overhead +
 RPC cost rpc_s x (p + w) for PS jobs + X - min(overlap x compute, overlap_max x X), where X is the
-communication plus the PS update (w/p gradients per PS); async: each worker runs that loop on its
-own, and the job's speed is the sum of its workers' rates. Speeds are local batches per second.
+communication plus the PS update (w/p gradients per PS); a job that exchanges once per k steps
+(`JobSpec.exchange_every`) pays the RPCs, the update and X's bytes once per k steps (amortised per
+step); async: each worker runs that loop on its own, and the job's speed is the sum of its
+workers' rates. Speeds are local batches per second.
 
 CPU: the tasks on a node share its cores by max-min fairness over what each can use (equal shares,
 "NA" in FlowCon); a scheduler's soft limits cap a task only while others want the cores
@@ -109,7 +111,8 @@ class JobPlan:
     ps_ratio_ref: float  # PS cores reserved (0: never CPU-limited)
     w_gpu: np.ndarray  # GPU per worker, -1 for CPU-bound workers
     w_ref: float  # cores a CPU-bound worker's step time is measured at
-    comm: Comm
+    comm: Comm  # per step, the exchange amortised over `every` steps
+    every: int = 1  # steps between exchanges (JobSpec.exchange_every)
 
 
 def job_plan(cluster: Cluster, job: Job) -> JobPlan:
@@ -127,7 +130,10 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
             ps_ratio_ref=m.ps.cpu,
             w_gpu=np.array([t.gpu if m.compute_on == "gpu" else -1 for t in ws], dtype=np.int64),
             w_ref=(m.cpu_max or m.worker.cpu) if m.compute_on == "cpu" else 0.0,
-            comm=pattern(m, job.spec.comm).plan(cluster, m, job.spec.shard_nodes, ps_nodes, w_nodes),
+            comm=pattern(m, job.spec.comm).plan(
+                cluster, m, job.spec.shard_nodes, ps_nodes, w_nodes, job.spec.exchange_every
+            ),
+            every=job.spec.exchange_every,
         )
     return job.plan
 
@@ -246,9 +252,11 @@ def compute_rates(
     # a fixed RPC cost: Optimus' t4*p and t3*w terms.
     phi = np.array([x.overlap for x in m])
     omega = np.array([x.overlap_max for x in m])
-    rpc = overheads.rpc_s * np.where(n_ps > 0, n_ps + n_w, 0)
+    # the RPCs and the PS update happen once per exchange, every k steps (comm is already per step)
+    every = np.array([p.every for p in plans], dtype=float)
+    rpc = overheads.rpc_s * np.where(n_ps > 0, n_ps + n_w, 0) / every
     comm = net + host + latency
-    upd = np.where(n_ps > 0, update / np.maximum(n_ps, 1) / ps_f, 0.0)
+    upd = np.where(n_ps > 0, update / np.maximum(n_ps, 1) / ps_f, 0.0) / every
     w_off = np.concatenate([[0], np.cumsum(n_w)[:-1]])
     # sync waits for the slowest worker, and its PS apply every worker's gradient
     c_w = compute[w_job] / f  # each worker's compute, slowed by its GPU or CPU share

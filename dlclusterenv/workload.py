@@ -121,6 +121,16 @@ class Workload(_Strict):
         " allreduce for trace replays (the traces' jobs ran all-reduce or on one GPU)",
     )
     ps_ratio: StrictInt = Field(default=4, ge=1, description="trace replay with comm: ps: workers per PS")
+    exchange_every: StrictInt = Field(
+        default=1, ge=1,
+        description="every job exchanges gradients once per this many steps (local SGD, a per-phase"
+        " reduce); bytes and time of the exchange are charged once per k steps (speed.py, comm.py)",
+    )
+    data_fraction: float = Field(
+        default=1.0, gt=0, le=1,
+        description="share of its model's data set one epoch of every job reads (an application that"
+        " is a training phase over part of the data set): steps per epoch scale by it",
+    )
     users: StrictInt = Field(
         default=1, ge=1,
         description="jobs are spread round-robin over users (trace jobs with a user keep it)",
@@ -278,6 +288,8 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
                     epoch_scale=j.epoch_scale,
                     user=j.user,
                     weight=j.weight,
+                    exchange_every=w.exchange_every,
+                    data_fraction=w.data_fraction,
                 )
             )
     else:
@@ -321,7 +333,7 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
                 nw = int(g)
                 comm = w.comm or "allreduce"
                 nps = max(1, math.ceil(nw / w.ps_ratio)) if comm == "ps" else 0
-                scale = _scale_for_duration(m, nps, nw, float(dur))
+                scale = _scale_for_duration(m, nps, nw, float(dur), w.data_fraction)
                 user = trace_users[i] or f"u{i % w.users}"
                 line = trace.jobs[i].line
                 row = f"jobs[{line - 1}]" if w.trace.format == "philly_json" else f"line {line}"
@@ -339,20 +351,23 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
                     user=user,
                     synthetic=synthetic,
                     comm=comm,
+                    exchange_every=w.exchange_every,
+                    data_fraction=w.data_fraction,
                 )
             )
     _check_fits(specs, origins, cluster, zoo, where)
     return specs
 
 
-def _scale_for_duration(m, p: int, w: int, duration_s: float) -> float:
+def _scale_for_duration(m, p: int, w: int, duration_s: float, fraction: float = 1.0) -> float:
     """epoch_scale that makes the job converge after about duration / ideal epoch time epochs.
 
     Ideal: no communication; a sync step does one local batch per worker and its PS apply all w
     gradients, an async worker applies its own."""
     update = (m.ps_update_s * (w if m.sync else 1) / p) if p else 0.0
     batch_s = (m.step_compute_s + m.step_overhead_s + update) / w  # per local batch, job-wide
-    target = min(max(duration_s / (batch_s * m.steps_per_epoch), 1.0), m.convergence.max_epochs)
+    spe = max(1, round(m.steps_per_epoch * fraction))  # Job.steps_per_epoch
+    target = min(max(duration_s / (batch_s * spe), 1.0), m.convergence.max_epochs)
     return target / convergence_epoch(m)
 
 

@@ -161,6 +161,10 @@ UNIFORM = "name: t\ncluster: tiny\nworkload:\n  kind: uniform\n"
         ("  num_jobs: 2\n  models: {ResNet-50: 1}\n  window_s: .inf",
          "workload.window_s: Input should be a finite number (value: inf)"),
         ("  num_jobs: 2\n  models: {ResNet-50: 1}\n  num_jobs: 3", "found duplicate key 'num_jobs'"),
+        ("  num_jobs: 2\n  models: {ResNet-50: 1}\n  exchange_every: 0",
+         "workload.exchange_every: Input should be greater than or equal to 1 (value: 0)"),
+        ("  num_jobs: 2\n  models: {ResNet-50: 1}\n  data_fraction: 1.5",
+         "workload.data_fraction: Input should be less than or equal to 1 (value: 1.5)"),
     ],
 )
 def test_a_scenario_that_could_never_run_is_refused_naming_the_key(tmp_path, workload, needle):

@@ -225,6 +225,25 @@ def test_worker_arcs_pay_the_exchange():
     assert decide("d2s", sim.view()) == {"J/w0": 1, "J/ps0": 1}
 
 
+def test_worker_arcs_pay_the_exchange_once_per_k_steps():
+    """The set-up above, but J exchanges once per 10,000 steps (`exchange_every`): 100 B of
+    parameters per step against 1 kB of input, so the input read decides and the worker stays on
+    its split's node n0, the PS going where there is room (n1)."""
+    from dlclusterenv.jobs import JobSpec
+    from dlclusterenv.sim import Simulator
+
+    cluster = make_cluster(racks=2, nodes_per_rack=1, cpus=4, memory_gb=64, gpus=2, gpu_memory_gb=12,
+                           nic_MBps=100, uplink_MBps=10)
+    m = model_dict(compute_on="gpu", param_bytes=1e6, step_compute_s=0.1, steps_per_epoch=1000,
+                   input_bytes_per_step=1e3, worker={"cpu": 1.0, "mem_gb": 8.0, "gpu": 1},
+                   ps={"cpu": 2.0, "mem_gb": 4.0}, convergence={"rel_delta": 1e-9, "max_epochs": 10})
+    jobs = [JobSpec("R", "m", 0.0, 1, 1), JobSpec("J", "m", 0.0, 1, 1, shard_nodes=(0,), exchange_every=10_000)]
+    sim = Simulator(cluster, jobs, make_zoo(m=m), seed=0)
+    sim.apply(Decision(place={"R/ps0": 0, "R/w0": 0}))
+    assert sim.view().job("J").exchange_every == 10_000
+    assert decide("d2s", sim.view()) == {"J/w0": 0, "J/ps0": 1}
+
+
 def test_default_scenario_both_front_doors():
     """D²S's starts and growths are all expressible in the joint env (re-adding a job in its new
     shape)."""

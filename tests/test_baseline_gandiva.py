@@ -10,7 +10,7 @@ from helpers import make_cluster, make_sim, make_zoo, model_dict
 
 import dlclusterenv
 from baselines.gandiva import Gandiva
-from baselines.reproduce.gandiva import first_feedback, max_copies, packing_pair, packing_set
+from baselines.reproduce.gandiva import first_feedback, max_copies, packing_pair, packing_set, search
 from dlclusterenv.jobs import JobSpec
 from dlclusterenv.sim import Simulator
 
@@ -216,3 +216,11 @@ def test_early_feedback_gandiva_before_fifo():
     loss point comes sooner than behind FIFO's queue."""
     g, f = first_feedback("gandiva", 0), first_feedback("fifo", 0)
     assert sum(g) < 0.5 * sum(f)
+
+
+def test_automl_search_without_the_overload_is_the_counter_experiment():
+    """`overload=False` drops the overload's jobs: Gandiva's survivors no longer time-share, and the
+    survivors' training is reported beside the time a GPU of their own needs."""
+    loaded, alone = search("gandiva", 0), search("gandiva", 0, overload=False)
+    assert alone["search_s"] < loaded["search_s"]
+    assert loaded["survivor_train_s"] > loaded["survivor_alone_s"] > 0

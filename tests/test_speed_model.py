@@ -212,3 +212,50 @@ def test_a_ps_count_on_an_all_reduce_job_is_a_config_error():
                                      "num_workers": 2, "comm": "allreduce"}]}
     with pytest.raises(ConfigError, match=r"workload\.jobs\.0\.num_ps: 2: an all-reduce job has no PS"):
         dlclusterenv.make_sim({"name": "ar", "cluster": "tiny", "workload": wl}, 0)
+
+
+# ----------------------------------------------------------------------------- exchange every k steps
+def _k_sim(k: int, comm: str = "ps", rpc_s: float = 0.0):
+    """One job whose PS (or ring partner) is on another node, input read from a third."""
+    zoo = make_zoo(m=model_dict(param_bytes=100e6, step_compute_s=0.2, ps_update_s=0.01,
+                                input_bytes_per_step=1e6, comm=comm))
+    cluster = make_cluster(nodes_per_rack=3, nic_MBps=100, overheads={"rpc_s": rpc_s})
+    p, w = (1, 1) if comm == "ps" else (0, 2)
+    spec = JobSpec("J", "m", 0.0, p, w, shard_nodes=(2,), exchange_every=k)
+    sim = Simulator(cluster, [spec], zoo, seed=0)
+    place = {"J/ps0": 1, "J/w0": 0} if comm == "ps" else {"J/w0": 0, "J/w1": 1}
+    sim.apply(Decision(place=place))
+    return sim
+
+
+@pytest.mark.parametrize("comm", ["ps", "allreduce"])
+def test_exchange_every_k_steps_charges_bytes_and_time_once_per_k(comm):
+    """The exchange (param bytes both ways) is charged once per k steps; the input reads every step."""
+    one, ten = _k_sim(1, comm).rates(), _k_sim(10, comm).rates()
+    assert ten.speed["J"] > one.speed["J"] * 1.5  # the 100 MB exchange at 100 MB/s dominated the step
+    per_step = {k: r.cross_node_Bps["J"] / (r.speed["J"] / (1 if comm == "ps" else 2))
+                for k, r in ((1, one), (10, ten))}
+    read = 1e6 * (1 if comm == "ps" else 2)  # the remote input reads, unchanged by k
+    assert per_step[10] - read == pytest.approx((per_step[1] - read) / 10, rel=1e-9)
+
+
+def test_exchange_every_k_steps_amortises_rpc_and_ps_update():
+    """With no network cost (PS on the worker's node) k still divides the RPC and update time."""
+    def t(k):
+        zoo = make_zoo(m=model_dict(step_compute_s=0.2, ps_update_s=0.05))
+        cluster = make_cluster(nodes_per_rack=1, overheads={"rpc_s": 0.01})
+        sim = Simulator(cluster, [JobSpec("J", "m", 0.0, 1, 1, exchange_every=k)], zoo, seed=0)
+        sim.apply(Decision(place={"J/ps0": 0, "J/w0": 0}))
+        return 1.0 / sim.rates().speed["J"]
+    assert t(1) == pytest.approx(0.2 + 0.02 + 0.05)
+    assert t(5) == pytest.approx(0.2 + (0.02 + 0.05) / 5)
+
+
+def test_data_fraction_shortens_the_epoch_and_the_job():
+    zoo = make_zoo(m=model_dict(steps_per_epoch=1000))
+    sim = Simulator(make_cluster(), [JobSpec("A", "m", 0.0, 1, 1),
+                                     JobSpec("B", "m", 0.0, 1, 1, data_fraction=0.1)], zoo, seed=0)
+    a, b = sim.jobs["A"], sim.jobs["B"]
+    assert (a.steps_per_epoch, b.steps_per_epoch) == (1000, 100)
+    assert b.total_steps * 10 == a.total_steps
+    assert sim.job_view(b).steps_per_epoch == 100

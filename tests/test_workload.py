@@ -38,6 +38,17 @@ def test_uniform_arrivals_in_window_and_seeded():
     assert a == b and a != c
 
 
+def test_exchange_every_and_data_fraction_reach_every_job():
+    """Scenario-level keys of the d2s scenarios; their effect on speed is in test_speed_model."""
+    base = {"kind": "uniform", "num_jobs": 5, "models": MIX}
+    plain = jobs(base)
+    assert {(s.exchange_every, s.data_fraction) for s in plain} == {(1, 1.0)}
+    fixed = {"kind": "fixed", "jobs": [{"model": "ResNet-50", "arrival_s": 0}]}
+    for w in ({**base}, fixed):
+        got = jobs({**w, "exchange_every": 7, "data_fraction": 0.25})
+        assert {(s.exchange_every, s.data_fraction) for s in got} == {(7, 0.25)}
+
+
 def test_poisson_mean_interarrival():
     a = jobs({"kind": "poisson", "num_jobs": 2000, "rate_per_s": 0.5, "models": MIX})
     gaps = np.diff([0.0] + [s.arrival_s for s in a])

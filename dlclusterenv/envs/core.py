@@ -361,7 +361,7 @@ class ClusterEnv(gym.Env):
                     j.status == "running",
                     j.num_ps / 16,
                     j.num_workers / 32,
-                    j.steps_done / (m.steps_per_epoch * m.convergence.max_epochs),
+                    j.steps_done / (j.steps_per_epoch * m.convergence.max_epochs),
                     1.0 - math.exp((j.spec.arrival_s - now) / scale),
                     loss[-1][1] / loss[0][1] if loss and loss[0][1] > 0 else 1.0,
                     m.worker.gpu,
