@@ -67,6 +67,10 @@ def _main(argv: list[str] | None) -> int:
                     help="seeds first-seed .. first-seed+seeds-1 (score learned policies on seeds "
                          "they did not train on)")
     ev.add_argument("--out", default="runs/latest")
+    ev.add_argument("--columns", default="default",
+                    help="leaderboard metrics to print: default (" + ",".join(evaluate.DEFAULT_COLUMNS) +
+                         "; fits 132 columns), all, or a comma list of " + ",".join(evaluate.COLUMNS) +
+                         " (rank, policy and unfinished always; the CSVs hold every metric)")
     ev.add_argument("--workers", type=int, default=0,
                     help="local processes, or CPUs of a Ray cluster started here (0: all cores)")
     ev.add_argument("--backend", choices=evaluate.BACKENDS, default="local",
@@ -136,12 +140,13 @@ def _main(argv: list[str] | None) -> int:
                 print(f"{k:>20}: {v:,.4g}")
         else:
             out = Path(a.out)
+            columns = evaluate.resolve_columns(a.columns)
             board = evaluate.evaluate(_scenario(a), _policies(a.policies), a.seeds, out, workers=a.workers,
                                       backend=a.backend, ray_address=a.ray_address,
                                       first_seed=a.first_seed)
             evaluate.print_leaderboard(
                 board, f"scenario {a.scenario}, {a.seeds} seeds from {a.first_seed}; mean ± 95% interval; ranked by avg JCT "
-                "(policies leaving jobs unfinished last)")
+                "(policies leaving jobs unfinished last, never marked best)", columns=columns)
             print(f"wrote {out}/runs.csv, jobs.csv, timing.csv (wall clock) and the plots "
                   "jct.png, utilisation.png, traffic.png, locality.png")
     except ConfigError as e:
