@@ -46,9 +46,12 @@ def _scalars(tb_dir) -> dict[str, list[tuple[int, float]]]:
     return {t: [(e.step, e.value) for e in ea.Scalars(t)] for t in ea.Tags()["scalars"]}
 
 
-def test_train_checkpoint_resume_tensorboard_and_evaluate(tmp_path):
+def test_train_checkpoint_resume_tensorboard_and_evaluate(tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["train", "--config", str(_write(tmp_path / "a.yaml", BASE)), "--out", str(run)]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith(f"training into {run}: 256 steps of maskable_ppo")
+    assert "done: 256 steps in" in said and "evaluation at step 256 on seeds [1000]: avg JCT policy" in said
     assert [t for t, _ in checkpoints(run)] == [128, 256]
     assert (run / "model.zip").is_file() and load_config(run / "config.yaml").total_timesteps == 256
     first = _scalars(run / "tb")
@@ -70,6 +73,9 @@ def test_train_checkpoint_resume_tensorboard_and_evaluate(tmp_path):
     from sb3_contrib import MaskablePPO
 
     assert MaskablePPO.load(run / "model.zip", device="cpu").num_timesteps == 512
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run)]) == 0
+    assert "nothing left to train" in capsys.readouterr().out and len(checkpoints(run)) == 4
 
     # the saved model is a policy like any other on the leaderboard
     out = tmp_path / "eval"
