@@ -93,3 +93,22 @@ def test_bad_spec_exits_2_before_any_run(tmp_path, capsys):
                  "--out", str(tmp_path / "ev")]) == 2
     assert "policy file 'missing.py' not found" in capsys.readouterr().err
     assert not (tmp_path / "ev").exists()
+
+
+def test_file_class_on_the_ray_backend(tmp_path):
+    ray = pytest.importorskip("ray")
+    mine = tmp_path / "mine_ray.py"
+    mine.write_text(
+        "from dlclusterenv.api import Decision, Scheduler\n"
+        "from dlclusterenv.placers import get_placer, start_pending\n\n"
+        "class Mine(Scheduler):\n"
+        "    def decide(self, view):\n"
+        "        return start_pending(view, get_placer('pack'), Decision(), blocking=False)\n"
+    )
+    spec = f"{mine}:Mine"  # absolute: a Ray worker's working directory is its own
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:
+        res = sweep("tiny", [spec], 2, backend="ray", progress=False)
+    finally:
+        ray.shutdown()
+    assert [r.summary for r in res] == [_reference(0), _reference(1)]
