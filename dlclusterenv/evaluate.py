@@ -72,6 +72,7 @@ BOARD = (
 COLUMNS = tuple(key for key, _, _ in BOARD)
 DEFAULT_COLUMNS = ("avg_jct_s", "makespan_s", "avg_queue_s", "cross_node_gb", "gpu_util")
 
+
 class EvaluateError(ValueError):
     """A bad evaluate argument; the message names it."""
 
@@ -325,7 +326,7 @@ def print_leaderboard(board: list[dict[str, Any]], title: str = "", console=None
 
     if console is None:
         console = Console() if sys.stdout.isatty() else Console(width=1000)
-    spec = [b for b in BOARD if b[0] in columns]
+    spec = [next(b for b in BOARD if b[0] == c) for c in columns]  # in the order asked for
     done = [r for r in board if r["unfinished"] == 0]
     best = {key: better(r[key][0] for r in done) for key, _, better in spec} if done else {}
     if title:
