@@ -80,10 +80,17 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Help that shows each option's default, except where there is none (None, an off flag)."""
+
+    def _get_help_string(self, action):
+        return action.help if action.default is None or action.default is False else super()._get_help_string(action)
+
+
 def _parser() -> argparse.ArgumentParser:
     from baselines.reproduce import NAMES
 
-    fmt = argparse.ArgumentDefaultsHelpFormatter
+    fmt = _Help
     ap = argparse.ArgumentParser(prog="dlcluster", description=__doc__.split("\n")[0], epilog=EPILOG,
                                  formatter_class=fmt)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -119,10 +126,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="leave malformed trace rows out (and print how many) instead of failing")
     rn.add_argument("--scenario", default="default", help=scenarios)
     rn.add_argument("--policy", default="fifo", help=f"a comma list; each is {policies}")
-    rn.add_argument("--seed", type=int, default=0)
+    rn.add_argument("--seed", type=int, default=0, help="the seed (workload, arrivals, noise)")
     rp = cmd("reproduce", "a seed paper's experiment: its claims beside ours")
     rp.add_argument("name", help=f"one of {', '.join(NAMES)}")
-    rp.add_argument("--seeds", type=int, default=3)
+    rp.add_argument("--seeds", type=int, default=3, help="seeds per experiment")
     rp.add_argument("--json", help="write [{claim, paper, simulated, direction_ok, ..., status}] here")
     ls = cmd("list", "list the valid policy names, scenario presets or Gym env ids")
     ls.add_argument("what", choices=["policies", "scenarios", "envs"])
@@ -132,11 +139,13 @@ def _parser() -> argparse.ArgumentParser:
     fd.add_argument("file", nargs="?", help="a placements.csv or scalability.csv in Pollux's format")
     fd.add_argument("--params", type=float, help="the model's parameter count")
     fd.add_argument("--gpu-type", default="T4", help="testbed of the measurements (T4: Pollux's)")
-    fd.add_argument("--comm", choices=["allreduce", "ps"], default="allreduce")
+    fd.add_argument("--comm", choices=["allreduce", "ps"], default="allreduce",
+                    help="how the measured jobs exchange gradients")
     fd.add_argument("--step1", help="file whose one-GPU rows give the compute (default: FILE)")
     fd.add_argument("--json", help="write the scores here")
     tr = cmd("train", "train PPO / MaskablePPO from configs/agents/*.yaml")
-    tr.add_argument("--config", help="training YAML (configs/agents/NAME.yaml)")
+    agents = ", ".join(sorted(p.stem for p in (CONFIG_DIR / "agents").glob("*.yaml")))
+    tr.add_argument("--config", help=f"training YAML, e.g. configs/agents/NAME.yaml with NAME one of {agents}")
     tr.add_argument("--out", help="run directory: config.yaml, tb/, checkpoints/, model.zip")
     tr.add_argument("--resume", help="continue the run in this directory from its last checkpoint")
     return ap
