@@ -16,6 +16,7 @@ subclasses) allow; any other model gets a ConfigError.
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -90,14 +91,17 @@ def fit_spaces(model, env: gym.Env):
 
 
 def episode(model, env: gym.Env, seed: int, masked: bool) -> Metrics:
-    """One deterministic episode; the Metrics Simulator.run would return."""
+    """One deterministic episode; the Metrics Simulator.run would return. Decision latency is the
+    wall time of each `predict` (mask included), one per env step, as a baseline's is per decide."""
     obs, _ = env.reset(seed=seed)
     steps = 0
     while True:
+        t0 = time.perf_counter()
         if masked:
             a, _ = model.predict(obs, action_masks=env.unwrapped.action_masks(), deterministic=True)
         else:
             a, _ = model.predict(obs, deterministic=True)
+        env.unwrapped.sim.totals.decision_s.append(time.perf_counter() - t0)
         obs, _, term, trunc, info = env.step(int(a))
         steps += 1
         if term or trunc:

@@ -317,6 +317,9 @@ def _callback(cfg: TrainConfig, out: Path, run: dict, t0: float):
             scores, stuck = evaluate_model(self.model, cfg, cfg.eval.scenario, cfg.eval.seeds,
                                            cfg.eval.baselines, self.baseline_cache)
             self.tb.add_scalar("eval/stuck_seeds/policy", stuck, t)
+            run["last_eval"] = {"step": int(t), "seeds": list(cfg.eval.seeds), **{
+                k: {name: float(np.mean([m[k] for m in ms])) for name, ms in scores.items() if ms}
+                for k in ("avg_jct_s", "jobs_unfinished")}}
             for name, ms in scores.items():
                 for k in EPISODE_METRICS if ms else ():
                     self.tb.add_scalar(f"eval/{k}/{name}", float(np.mean([m[k] for m in ms])), t)
@@ -407,8 +410,35 @@ def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool 
     return model
 
 
+def describe(cfg: TrainConfig, out: Path, at: int = 0) -> str:
+    """What a run is about to do, printed before the first (slow) step."""
+    scenario = cfg.env.kwargs.get("scenario", "default")
+    head = f"resuming {out} at step {at:,} of" if at else f"training into {out}:"
+    bc = f"; first a BC warm start from {cfg.bc.heuristic} ({cfg.bc.episodes} episodes)" if cfg.bc and not at else ""
+    return (f"{head} {cfg.total_timesteps:,} steps of {cfg.algo} ({cfg.policy}) on {cfg.env.id}, scenario "
+            f"{scenario}, {cfg.n_envs} envs, seed {cfg.seed}{bc}; checkpoints every {cfg.checkpoint_every:,} "
+            f"steps; TensorBoard: tensorboard --logdir {out / 'tb'}")
+
+
+def summary(out: Path) -> str:
+    """The finished run in a few lines, from its run.json."""
+    run = json.loads((out / "run.json").read_text())
+    lines = [f"done: {run['num_timesteps']:,} steps in {run['wall_s']:.0f} s wall; model {out / 'model.zip'}"]
+    if "bc" in run:
+        lines.append(f"BC warm start: accuracy {run['bc']['accuracy']:.2f} (chance {run['bc']['chance']:.2f}) "
+                     f"on {run['bc']['states']} states")
+    ev = run.get("last_eval")
+    if ev:
+        jct = ", ".join(f"{n} {v:,.0f} s" for n, v in ev["avg_jct_s"].items())
+        left = ", ".join(f"{n} {v:g}" for n, v in ev["jobs_unfinished"].items())
+        lines.append(f"evaluation at step {ev['step']:,} on seeds {ev['seeds']}: avg JCT {jct}; "
+                     f"unfinished jobs {left}")
+    return "\n".join(lines)
+
+
 def train_cli(config: str | None, out: str | None, resume: str | None) -> Path:
-    """The `dlcluster train` command: argument rules, then train()."""
+    """The `dlcluster train` command: argument rules, a line saying what it is about to do,
+    train(), and a summary."""
     if resume:
         if out and Path(out).resolve() != Path(resume).resolve():
             raise ConfigError(f"--resume {resume} continues in place; --out {out} must be omitted or the same")
@@ -427,9 +457,20 @@ def train_cli(config: str | None, out: str | None, resume: str | None) -> Path:
                 raise ConfigError(f"--config {config}: total_timesteps {new.total_timesteps} is below "
                                   f"the run's {cfg.total_timesteps}; with --resume it may only grow")
             cfg = new
+        found = checkpoints(Path(resume))
+        at = found[-1][0] if found else 0
+        if at >= cfg.total_timesteps and (Path(resume) / "model.zip").exists():
+            print(f"nothing left to train: {resume} is at step {at:,} of its total_timesteps "
+                  f"{cfg.total_timesteps:,}; to train on, pass --config with a larger total_timesteps")
+            return Path(resume)
+        print(describe(cfg, Path(resume), at), flush=True)
         train(cfg, Path(resume), resume=True)
+        print(summary(Path(resume)))
         return Path(resume)
     if not config or not out:
         raise ConfigError("dlcluster train needs --config FILE --out DIR (or --resume DIR)")
-    train(load_config(config), Path(out))
+    cfg = load_config(config)
+    print(describe(cfg, Path(out)), flush=True)
+    train(cfg, Path(out))
+    print(summary(Path(out)))
     return Path(out)

@@ -2,7 +2,7 @@
 
     dlcluster evaluate --scenario default --policies all --seeds 3 --out runs/default
     dlcluster run --scenario dltap --policy fifo --seed 0
-    dlcluster envs
+    dlcluster list policies|scenarios|envs
     dlcluster fidelity [pollux FILE --params N --gpu-type T4 --comm allreduce] [--json OUT]
     dlcluster train --config configs/agents/smoke.yaml --out runs/smoke [--resume runs/smoke]
 """
@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import signal
 import sys
@@ -17,16 +18,39 @@ import tempfile
 import threading
 from pathlib import Path
 
-from . import ENV_IDS, evaluate
-from .config import ConfigError
+from . import ENV_IDS, evaluate, schedulers
+from .config import CONFIG_DIR, ConfigError
 
 
-def _policies(spec: str) -> list[str]:
-    """Baseline names and KIND:PATH learned-policy specs; a bad one exits listing the valid names."""
-    try:
-        return evaluate.resolve_policies(spec)
-    except evaluate.PolicyError as e:
-        raise SystemExit(str(e)) from None
+EPILOG = """exit status: 0 done; 2 usage or configuration error (a bad argument, name, path or
+config file), reported before any run starts; 1 a run failed (its traceback is printed)."""
+
+
+class UsageError(ValueError):
+    """A bad command-line argument; exit status 2."""
+
+
+def _did_you_mean(word: str, valid) -> str:
+    close = difflib.get_close_matches(word, list(valid), n=1)
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
+def _out_dir(flag: str, path: str) -> Path:
+    """An output directory argument: an existing file there is a usage error, found before any run."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        hint = f"; did you mean --config {path}?" if flag == "train --out" and out.suffix in (".yaml", ".yml") else ""
+        raise UsageError(f"{flag} {path}: exists and is a file, not a directory{hint}")
+    return out
+
+
+def _listing(what: str) -> list[str]:
+    """`dlcluster list WHAT`."""
+    if what == "envs":
+        return list(ENV_IDS)
+    if what == "scenarios":
+        return sorted(p.stem for p in (CONFIG_DIR / "scenarios").glob("*.yaml"))
+    return schedulers.names()
 
 
 def _scenario(a: argparse.Namespace):
@@ -56,54 +80,88 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _main(argv: list[str] | None) -> int:
-    ap = argparse.ArgumentParser(prog="dlcluster", description=__doc__.split("\n")[0])
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Help that shows each option's default, except where there is none (None, an off flag)."""
+
+    def _get_help_string(self, action):
+        return action.help if action.default is None or action.default is False else super()._get_help_string(action)
+
+
+def _parser() -> argparse.ArgumentParser:
+    from baselines.reproduce import NAMES
+
+    fmt = _Help
+    ap = argparse.ArgumentParser(prog="dlcluster", description=__doc__.split("\n")[0], epilog=EPILOG,
+                                 formatter_class=fmt)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    ev = sub.add_parser("evaluate", help="compare policies over seeds; leaderboard, CSVs, plots")
-    ev.add_argument("--scenario", default="default")
-    ev.add_argument("--policies", default="all")
-    ev.add_argument("--seeds", type=int, default=3)
+
+    def cmd(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help, epilog=EPILOG, formatter_class=fmt)
+
+    policies = ("a baseline (" + ", ".join(schedulers.names()) + "), ppo:PATH or maskableppo:PATH (a "
+                "dlcluster train model.zip), module:Class, path/file.py:Class, or a name registered in "
+                f"the entry-point group {schedulers.GROUP}")
+    scenarios = f"a preset ({', '.join(_listing('scenarios'))}) or a scenario YAML path"
+    ev = cmd("evaluate", "compare policies over seeds; leaderboard, CSVs, plots")
+    ev.add_argument("--scenario", default="default", help=scenarios)
+    ev.add_argument("--policies", default="all", help=f"all (every baseline) or a comma list; each is {policies}")
+    ev.add_argument("--seeds", type=int, default=3, help="seeds per policy")
     ev.add_argument("--first-seed", type=int, default=0,
                     help="seeds first-seed .. first-seed+seeds-1 (score learned policies on seeds "
                          "they did not train on)")
-    ev.add_argument("--out", default="runs/latest")
+    ev.add_argument("--out", default="runs/latest", help="directory for the CSVs and plots")
+    ev.add_argument("--columns", default="default",
+                    help="leaderboard metrics to print: default (" + ",".join(evaluate.DEFAULT_COLUMNS) +
+                         "; fits 132 columns), all, or a comma list of " + ",".join(evaluate.COLUMNS) +
+                         " (rank, policy and unfinished always; the CSVs hold every metric)")
     ev.add_argument("--workers", type=int, default=0,
                     help="local processes, or CPUs of a Ray cluster started here (0: all cores)")
     ev.add_argument("--backend", choices=evaluate.BACKENDS, default="local",
                     help="local: a process pool; ray: Ray tasks (results identical)")
     ev.add_argument("--ray-address", default=None,
                     help="Ray cluster to join (default: start a local one with ray.init())")
-    rn = sub.add_parser("run", help="one policy, one seed; prints the metrics")
+    rn = cmd("run", "one seed of one or more policies; prints their metrics side by side")
     for p in (ev, rn):
         p.add_argument("--skip-bad-rows", action="store_true",
                        help="leave malformed trace rows out (and print how many) instead of failing")
-    rn.add_argument("--scenario", default="default")
-    rn.add_argument("--policy", default="fifo")
-    rn.add_argument("--seed", type=int, default=0)
-    rp = sub.add_parser("reproduce", help="a seed paper's experiment: its claims beside ours")
-    rp.add_argument("name", help="dltap, d2s, optimus, gandiva, flowcon or drf")
-    rp.add_argument("--seeds", type=int, default=3)
+    rn.add_argument("--scenario", default="default", help=scenarios)
+    rn.add_argument("--policy", default="fifo", help=f"a comma list; each is {policies}")
+    rn.add_argument("--seed", type=int, default=0, help="the seed (workload, arrivals, noise)")
+    rp = cmd("reproduce", "a seed paper's experiment: its claims beside ours")
+    rp.add_argument("name", help=f"one of {', '.join(NAMES)}")
+    rp.add_argument("--seeds", type=int, default=3, help="seeds per experiment")
     rp.add_argument("--json", help="write [{claim, paper, simulated, direction_ok, ..., status}] here")
-    sub.add_parser("envs", help="list the registered Gym env ids")
-    fd = sub.add_parser("fidelity", help="score the speed model against measured step times")
+    ls = cmd("list", "list the valid policy names, scenario presets or Gym env ids")
+    ls.add_argument("what", choices=["policies", "scenarios", "envs"])
+    cmd("envs", "list the registered Gym env ids (same as: list envs)")
+    fd = cmd("fidelity", "score the speed model against measured step times")
     fd.add_argument("kind", nargs="?", choices=["pollux"], help="omit to score all of ../shared/profiles")
     fd.add_argument("file", nargs="?", help="a placements.csv or scalability.csv in Pollux's format")
     fd.add_argument("--params", type=float, help="the model's parameter count")
     fd.add_argument("--gpu-type", default="T4", help="testbed of the measurements (T4: Pollux's)")
-    fd.add_argument("--comm", choices=["allreduce", "ps"], default="allreduce")
+    fd.add_argument("--comm", choices=["allreduce", "ps"], default="allreduce",
+                    help="how the measured jobs exchange gradients")
     fd.add_argument("--step1", help="file whose one-GPU rows give the compute (default: FILE)")
     fd.add_argument("--json", help="write the scores here")
-    tr = sub.add_parser("train", help="train PPO / MaskablePPO from configs/agents/*.yaml")
-    tr.add_argument("--config", help="training YAML (configs/agents/NAME.yaml)")
+    tr = cmd("train", "train PPO / MaskablePPO from configs/agents/*.yaml")
+    agents = ", ".join(sorted(p.stem for p in (CONFIG_DIR / "agents").glob("*.yaml")))
+    tr.add_argument("--config", help=f"training YAML, e.g. configs/agents/NAME.yaml with NAME one of {agents}")
     tr.add_argument("--out", help="run directory: config.yaml, tb/, checkpoints/, model.zip")
     tr.add_argument("--resume", help="continue the run in this directory from its last checkpoint")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def _main(argv: list[str] | None) -> int:
+    a = _parser().parse_args(argv)
     try:
-        if a.cmd == "envs":
-            print("\n".join(ENV_IDS))
+        if a.cmd in ("envs", "list"):
+            print("\n".join(_listing(getattr(a, "what", "envs"))))
         elif a.cmd == "reproduce":
             from baselines import reproduce
 
+            if a.name not in reproduce.NAMES:
+                raise UsageError(f"unknown experiment {a.name!r}; {_did_you_mean(a.name, reproduce.NAMES)}"
+                                 f"valid: {', '.join(reproduce.NAMES)}")
             claims = reproduce.run(a.name, a.seeds)
             w = max(len(c.claim) for c in claims)
             print(f"{'claim':<{w}}  {'paper':>14}  {'simulated':>14}  status")
@@ -129,25 +187,36 @@ def _main(argv: list[str] | None) -> int:
         elif a.cmd == "train":
             from agents.train import train_cli
 
+            if a.out:
+                _out_dir("train --out", a.out)
             train_cli(a.config, a.out, a.resume)
         elif a.cmd == "run":
-            r = evaluate.run_one(_scenario(a), _policies(a.policy)[0], a.seed)
-            for k, v in {**r.summary, "decision_latency_ms": r.latency_ms}.items():
-                print(f"{k:>20}: {v:,.4g}")
+            policies = evaluate.resolve_policies(a.policy)
+            scenario = _scenario(a)
+            rows = {}
+            for p in policies:
+                r = evaluate.run_one(scenario, p, a.seed)
+                rows[p] = {**r.summary, "decision_latency_ms": r.latency_ms}
+            w = max(12, *(len(p) for p in policies))
+            print(f"{'':>20}  " + "  ".join(f"{p:>{w}}" for p in policies))
+            for k in rows[policies[0]]:
+                print(f"{k:>20}: " + "  ".join(f"{rows[p][k]:>{w},.4g}" for p in policies))
         else:
-            out = Path(a.out)
-            board = evaluate.evaluate(_scenario(a), _policies(a.policies), a.seeds, out, workers=a.workers,
+            out = _out_dir("evaluate --out", a.out)
+            columns = evaluate.resolve_columns(a.columns)
+            policies = evaluate.resolve_policies(a.policies)
+            board = evaluate.evaluate(_scenario(a), policies, a.seeds, out, workers=a.workers,
                                       backend=a.backend, ray_address=a.ray_address,
                                       first_seed=a.first_seed)
             evaluate.print_leaderboard(
                 board, f"scenario {a.scenario}, {a.seeds} seeds from {a.first_seed}; mean ± 95% interval; ranked by avg JCT "
-                "(policies leaving jobs unfinished last)")
+                "(policies leaving jobs unfinished last, never marked best)", columns=columns)
             print(f"wrote {out}/runs.csv, jobs.csv, timing.csv (wall clock) and the plots "
                   "jct.png, utilisation.png, traffic.png, locality.png")
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
-    except evaluate.EvaluateError as e:
+    except (evaluate.EvaluateError, evaluate.PolicyError, UsageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -9,8 +9,10 @@ many workers, and on either backend (local processes or Ray). Wall-clock quantit
 latency, run wall time) cannot repeat by nature, so they go to a separate `timing.csv` and to the
 leaderboard, never into `runs.csv`.
 
-Policies: a baseline name (`baselines.REGISTRY`), or a learned-policy spec `KIND:PATH` (e.g.
-`maskableppo:runs/ppo.zip`) dispatched to `agents.learned.run_learned(spec, scenario, seed)`.
+Policies: a baseline name (`baselines.REGISTRY`), a learned-policy spec `KIND:PATH` (e.g.
+`maskableppo:runs/ppo.zip`) dispatched to `agents.learned.run_learned(spec, scenario, seed)`, or
+your own Scheduler as `module:Class`, `path/file.py:Class` or an entry-point name
+(`dlclusterenv.schedulers`); every run gets the spec string and builds its scheduler from it.
 
 Output: one run owns `--out` while it runs (a lock on the directory): a second run into it is
 refused with an EvaluateError at once, not interleaved with the first. Nothing is written until
@@ -47,13 +49,16 @@ from typing import Any
 
 import numpy as np
 
-from . import make_sim
+from . import make_sim, schedulers
 from .metrics import JobRecord
+from .schedulers import PolicyError
 from .workload import Scenario, build
 
 BACKENDS = ("local", "ray")
 
-# Leaderboard columns: key, header, which mean is best. avg JCT ranks the policies.
+# Leaderboard columns: key, header, which mean is best. avg JCT ranks the policies. All of them go
+# to the CSVs; the printed table shows DEFAULT_COLUMNS (rank, policy and unfinished always), which
+# with 6-digit means and intervals fit 132 terminal columns; `--columns` picks others.
 BOARD = (
     ("avg_jct_s", "avg JCT (s)", min),
     ("p95_jct_s", "p95 JCT (s)", min),
@@ -64,14 +69,12 @@ BOARD = (
     ("jain_index", "Jain", max),
     ("decision_latency_ms", "decision ms", min),
 )
+COLUMNS = tuple(key for key, _, _ in BOARD)
+DEFAULT_COLUMNS = ("avg_jct_s", "makespan_s", "avg_queue_s", "cross_node_gb", "gpu_util")
 
 
 class EvaluateError(ValueError):
     """A bad evaluate argument; the message names it."""
-
-
-class PolicyError(EvaluateError):
-    """A bad --policies entry; the message lists the valid names."""
 
 
 @dataclass(frozen=True)
@@ -87,26 +90,24 @@ class RunResult:
     wall_s: float
 
 
-def is_learned(name: str) -> bool:
-    return ":" in name
-
-
 def resolve_policies(spec: str) -> list[str]:
-    """`all` (every baseline) or a comma-separated list of baseline names and `KIND:PATH` specs."""
+    """`all` (every baseline) or a comma-separated list of policy specs (`schedulers` module doc).
+    Each is checked here, before any run: a scheduler class is imported, a learned model's file must
+    exist; a bad one is a PolicyError naming it."""
     import baselines
 
     names = baselines.names() if spec.strip() == "all" else [p.strip() for p in spec.split(",") if p.strip()]
     if not names:
-        raise PolicyError(f"--policies {spec!r} names no policy; valid: all, {', '.join(baselines.names())}")
+        raise PolicyError(f"--policies {spec!r} names no policy; valid: all, {', '.join(schedulers.names())}")
     for n in names:
-        if is_learned(n):
-            kind, _, path = n.partition(":")
-            if not kind or not path:
-                raise PolicyError(f"learned policy {n!r} must be KIND:PATH, e.g. maskableppo:runs/ppo.zip")
-        elif n not in baselines.REGISTRY:
-            raise PolicyError(
-                f"unknown policy {n!r}; valid: {', '.join(baselines.names())} (or KIND:PATH for a learned policy)"
-            )
+        if schedulers.kind(n) != "learned":
+            schedulers.scheduler_class(n)
+            continue
+        path = n.partition(":")[2]
+        if not path:
+            raise PolicyError(f"learned policy {n!r} must be KIND:PATH, e.g. maskableppo:runs/ppo.zip")
+        if not Path(path).is_file():
+            raise PolicyError(f"learned policy {n!r}: model file {path!r} not found")
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise PolicyError(f"policy listed twice: {', '.join(dup)}")
@@ -116,15 +117,13 @@ def resolve_policies(spec: str) -> list[str]:
 def run_one(scenario: str | Path | Scenario | dict, policy: str, seed: int) -> RunResult:
     """One policy on one seed. Module-level so process pools and Ray can ship it by reference."""
     t0 = time.perf_counter()
-    if is_learned(policy):
+    if schedulers.kind(policy) == "learned":
         # imported lazily: torch and SB3 load only when a learned policy runs
         from agents.learned import run_learned
 
         m = run_learned(policy, scenario, seed)
     else:
-        import baselines
-
-        m = make_sim(scenario, seed).run(baselines.make(policy))
+        m = make_sim(scenario, seed).run(schedulers.make(policy))
     wall = time.perf_counter() - t0
     return RunResult(
         policy=policy,
@@ -300,28 +299,49 @@ def _fmt(mean: float, half: float) -> str:
     return f"{mean:,.{digits}f} ± {half:,.{digits}f}"
 
 
-def print_leaderboard(board: list[dict[str, Any]], title: str = "", console=None) -> None:
-    """A rich table, each metric's best mean in bold. Rich drops the styling when the output is not a
-    terminal (a pipe, a file), so piped output is plain text; there it is laid out 200 wide."""
+def resolve_columns(spec: str) -> tuple[str, ...]:
+    """`--columns`: `default`, `all`, or a comma-separated list of BOARD keys; a bad key is an
+    EvaluateError listing the valid ones."""
+    if spec.strip() in ("default", "all"):
+        return DEFAULT_COLUMNS if spec.strip() == "default" else COLUMNS
+    cols = tuple(c.strip() for c in spec.split(",") if c.strip())
+    bad = [c for c in cols if c not in COLUMNS]
+    if bad or not cols:
+        raise EvaluateError(f"--columns {spec!r}: unknown column {', '.join(bad) or '(none given)'}; "
+                            f"valid: default, all, {', '.join(COLUMNS)}")
+    return cols
+
+
+def print_leaderboard(board: list[dict[str, Any]], title: str = "", console=None,
+                      columns: tuple[str, ...] = DEFAULT_COLUMNS) -> None:
+    """A rich table of `columns` (rank, policy and unfinished always), each metric's best mean in
+    bold. Only policies that finish every job compete for "best": an unfinished job's metrics stop
+    at the episode's end, so a policy that starts nothing would win Jain, traffic and latency.
+    Rich drops the styling when the output is not a terminal (a pipe, a file), so piped output is
+    plain text, laid out as wide as the table needs. Cells wrap at the "±" rather than being cut
+    when a terminal is too narrow."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
     if console is None:
-        console = Console() if sys.stdout.isatty() else Console(width=200)
-    best = {key: better(r[key][0] for r in board) for key, _, better in BOARD}
+        console = Console() if sys.stdout.isatty() else Console(width=1000)
+    spec = [next(b for b in BOARD if b[0] == c) for c in columns]  # in the order asked for
+    done = [r for r in board if r["unfinished"] == 0]
+    best = {key: better(r[key][0] for r in done) for key, _, better in spec} if done else {}
     if title:
         console.print(title, highlight=False)
-    table = Table()
-    table.add_column("rank", justify="right")
-    table.add_column("policy", no_wrap=True)
-    for _, header, _ in BOARD:
-        table.add_column(header, justify="right", no_wrap=True)
-    table.add_column("unfinished", justify="right")
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, collapse_padding=True)
+    table.add_column("rank", justify="right", no_wrap=True)
+    table.add_column("policy", overflow="fold")
+    for _, header, _ in spec:
+        table.add_column(header, justify="right", overflow="fold")
+    table.add_column("unfinished", justify="right", no_wrap=True)
     for i, r in enumerate(board, 1):
-        cells = [f"[bold]{_fmt(*r[k])}[/bold]" if r[k][0] == best[k] else _fmt(*r[k]) for k, _, _ in BOARD]
+        cells = [f"[bold]{_fmt(*r[k])}[/bold]" if r["unfinished"] == 0 and r[k][0] == best.get(k) else _fmt(*r[k])
+                 for k, _, _ in spec]
         table.add_row(str(i), r["policy"], *cells, str(r["unfinished"]))
     console.print(table)
-
 
 def evaluate(
     scenario, policies: list[str], seeds: int, out: Path, *, workers: int = 0, backend: str = "local",
@@ -394,8 +414,18 @@ def _save(fig, out: Path, name: str) -> None:
     atomic_write(out / f"{name}.png", lambda tmp: fig.savefig(tmp, dpi=100, format="png"))
 
 
+def censored_cdf(jobs: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted JCTs of the finished jobs, fraction of all jobs finished by each): an unfinished
+    job has no JCT, only a lower bound, so it is censored (never a step), and the curve ends at
+    the finished fraction instead of 1."""
+    x = np.sort([j["jct_s"] for j in jobs if j["finished"]])
+    return x, np.arange(1, len(x) + 1) / max(len(jobs), 1)
+
+
 def plots(out: Path, policies: list[str], results: list[RunResult]) -> None:
-    """jct.png (CDF and bars of avg JCT and makespan with 95% intervals), utilisation.png (GPU use
+    """jct.png (CDF and bars of avg JCT and makespan with 95% intervals; a job left unfinished is
+    censored, not drawn as finished at the episode's end: the CDF counts finished jobs over all
+    jobs, so it ends below 1, and bars of such policies are hatched), utilisation.png (GPU use
     over time, seed 0), traffic.png (cross-node / cross-rack GB), locality.png (data-local,
     rack-local, off-switch fractions)."""
     import matplotlib
@@ -409,15 +439,19 @@ def plots(out: Path, policies: list[str], results: list[RunResult]) -> None:
 
     plt.rcParams["axes.prop_cycle"] = plt.cycler(color=plt.cm.tab20.colors)  # 16+ policies
     fig, (a, b, c) = plt.subplots(1, 3, figsize=(16, 4.5))
+    unfinished = {p: sum(int(r.summary["jobs_unfinished"]) for r in results if r.policy == p) for p in policies}
     for pol in policies:
-        x = np.sort([j["jct_s"] for r in results if r.policy == pol for j in r.jobs])
-        a.plot(x / 3600, np.arange(1, len(x) + 1) / max(len(x), 1), label=pol)
-    a.set(xlabel="JCT (h)", ylabel="CDF of jobs", title="Job completion time")
+        x, y = censored_cdf([j for r in results if r.policy == pol for j in r.jobs])
+        label = f"{pol} ({unfinished[pol]} unfinished)" if unfinished[pol] else pol
+        a.plot(x / 3600, y, label=label)
+    a.set(xlabel="JCT (h)", ylabel="fraction of jobs finished",
+          title="Job completion time (unfinished jobs censored:\ntheir curve ends below 1)")
     a.legend(fontsize=7)
+    hatch = ["//" if unfinished[p] else "" for p in policies]
     for ax, key, title in ((b, "avg_jct_s", "Average JCT (h)"), (c, "makespan_s", "Makespan (h)")):
         m, e = per(key, 3600)
-        ax.bar(policies, m, yerr=e, capsize=3)
-        ax.set(title=f"{title}, 95% interval over seeds")
+        ax.bar(policies, m, yerr=e, capsize=3, hatch=hatch, edgecolor="k")
+        ax.set(title=f"{title}, 95% interval over seeds" + ("\nhatched: jobs unfinished, a lower bound" if any(hatch) else ""))
         ax.tick_params(axis="x", rotation=60, labelsize=7)
     fig.tight_layout()
     _save(fig, out, "jct")

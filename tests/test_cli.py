@@ -30,9 +30,85 @@ def test_evaluate_writes_csvs_plot_and_is_independent_of_workers(tmp_path, capsy
     assert (a / "jobs.csv").read_text() == (b / "jobs.csv").read_text()
 
 
-def test_unknown_policy_lists_the_valid_ones():
-    with pytest.raises(SystemExit, match="valid: .*fifo"):
-        main(["evaluate", "--scenario", "tiny", "--policies", "nope"])
+def test_unknown_policy_lists_the_valid_ones(capsys):
+    assert main(["evaluate", "--scenario", "tiny", "--policies", "fifoo"]) == 2
+    assert "unknown policy 'fifoo'; did you mean 'fifo'? valid: " in capsys.readouterr().err
+
+
+def test_out_at_a_file_fails_before_any_run(tmp_path, monkeypatch, capsys):
+    from dlclusterenv import evaluate
+
+    def no_runs(*a, **k):
+        raise AssertionError("a run started")
+
+    monkeypatch.setattr(evaluate, "sweep", no_runs)
+    monkeypatch.setattr(evaluate, "run_one", no_runs)
+    f = tmp_path / "file"
+    f.write_text("keep")
+    assert main(["evaluate", "--scenario", "tiny", "--policies", "fifo", "--out", str(f)]) == 2
+    assert f"evaluate --out {f}: exists and is a file, not a directory" in capsys.readouterr().err
+    assert f.read_text() == "keep"
+
+
+def test_train_out_at_a_file_suggests_config(tmp_path, capsys):
+    f = tmp_path / "smoke.yaml"
+    f.write_text("x: 1")
+    assert main(["train", "--out", str(f)]) == 2
+    assert f"did you mean --config {f}?" in capsys.readouterr().err
+
+
+def test_reproduce_typo_suggests_the_name(capsys):
+    assert main(["reproduce", "dlta"]) == 2
+    assert "unknown experiment 'dlta'; did you mean 'dltap'? valid: dltap, d2s" in capsys.readouterr().err
+
+
+def test_run_with_two_policies_runs_both(capsys):
+    from dlclusterenv import evaluate
+
+    assert main(["run", "--scenario", "tiny", "--policy", "fifo,dltap"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["fifo", "dltap"]
+    jct = next(ln for ln in out if ln.strip().startswith("avg_jct_s:")).split()[1:]
+    assert jct == [f"{evaluate.run_one('tiny', p, 0).summary['avg_jct_s']:,.4g}" for p in ("fifo", "dltap")]
+
+
+def test_list_and_help_show_valid_values_defaults_and_the_exit_rule(capsys, monkeypatch):
+    from dlclusterenv import ENV_IDS
+
+    monkeypatch.setenv("COLUMNS", "1000")  # argparse wraps help at the terminal's width
+
+    for what, expect in (("policies", "tiresias-gittins"), ("scenarios", "tiny"), ("envs", ENV_IDS[0])):
+        assert main(["list", what]) == 0
+        assert expect in capsys.readouterr().out.splitlines()
+    with pytest.raises(SystemExit) as e:
+        main(["evaluate", "--help"])
+    assert e.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: runs/latest)" in text and "tiresias-gittins" in text and "dltap_fcn4" in text
+    assert "2 usage or configuration error" in text and "1 a run failed" in text
+
+
+def test_a_run_failure_exits_1_a_usage_error_2(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "boom.py").write_text(
+        "from dlclusterenv.api import Scheduler\n\n"
+        "class Boom(Scheduler):\n"
+        "    def decide(self, view):\n"
+        "        raise RuntimeError('boom')\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+
+    def rc(*args):
+        return subprocess.run([sys.executable, "-m", "dlclusterenv.cli", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True)
+
+    failed = rc("run", "--scenario", "tiny", "--policy", "boom.py:Boom")
+    assert failed.returncode == 1 and "RuntimeError: boom" in failed.stderr
+    assert rc("run", "--scenario", "tiny", "--policy", "boom.py:Nope").returncode == 2
+    assert rc("run", "--nope").returncode == 2  # argparse's own usage errors
 
 
 def test_bad_evaluate_arguments_exit_2_naming_them(capsys):

@@ -16,11 +16,14 @@ from dlclusterenv.evaluate import (
     EvaluateError,
     PolicyError,
     RunResult,
+    COLUMNS,
     atomic_write,
+    censored_cdf,
     ci95,
     evaluate,
     leaderboard,
     print_leaderboard,
+    resolve_columns,
     resolve_policies,
     sweep,
     write_csv,
@@ -103,13 +106,17 @@ def test_write_interrupted_by_an_error_keeps_the_old_file_and_no_temp(tmp_path):
     assert oct(path.stat().st_mode & 0o777) == "0o644"
 
 
-def test_policy_names_are_checked():
+def test_policy_names_are_checked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.zip").write_bytes(b"")
     assert resolve_policies("all")[:3] == ["d2s", "dltap", "drf"]
-    assert resolve_policies(" fifo, maskableppo:runs/p.zip ") == ["fifo", "maskableppo:runs/p.zip"]
+    assert resolve_policies(" fifo, maskableppo:p.zip ") == ["fifo", "maskableppo:p.zip"]
     with pytest.raises(PolicyError, match="unknown policy 'nope'; valid: .*fifo.*tiresias"):
         resolve_policies("fifo,nope")
     with pytest.raises(PolicyError, match="must be KIND:PATH"):
         resolve_policies("ppo:")
+    with pytest.raises(PolicyError, match="model file 'missing.zip' not found"):
+        resolve_policies("fifo,ppo:missing.zip")
     with pytest.raises(PolicyError, match="listed twice: fifo"):
         resolve_policies("fifo,drf,fifo")
     with pytest.raises(EvaluateError, match="--seeds must be at least 1, got 0"):
@@ -197,3 +204,55 @@ def test_first_seed_moves_the_seed_range():
     assert runs[0].summary == make_sim("tiny", 1000).run(__import__("baselines").make("fifo")).summary()
     with pytest.raises(EvaluateError, match="--first-seed"):
         sweep("tiny", ["fifo"], 1, workers=1, progress=False, first_seed=-1)
+
+
+def _board(names, unfinished=0, mean=123_456.7, half=987_654.3):
+    return [{"policy": n, **{k: (mean, half) for k in COLUMNS}, "gpu_util": (0.987, 0.123),
+             "unfinished": unfinished} for n in names]
+
+
+def _render(board, **kw) -> str:
+    from rich.console import Console
+
+    buf = io.StringIO()
+    print_leaderboard(board, console=Console(file=buf, width=1000), **kw)
+    return buf.getvalue()
+
+
+def test_default_leaderboard_fits_132_columns_with_numbers_whole():
+    import baselines
+
+    text = _render(_board(baselines.names(), unfinished=12345))
+    assert max(len(ln) for ln in text.splitlines()) <= 132
+    assert "rank" in text and "unfinished" in text and "12345" in text
+    assert "123,457 ± 987,654" in text and "…" not in text
+    # every column is wider than a terminal; --columns all is for a wide one or the CSVs
+    assert max(len(ln) for ln in _render(_board(["fifo"]), columns=COLUMNS).splitlines()) > 132
+
+
+def test_columns_option_picks_the_printed_metrics():
+    assert resolve_columns("all") == COLUMNS and "decision_latency_ms" not in resolve_columns("default")
+    text = _render(_board(["fifo"]), columns=resolve_columns("jain_index, decision_latency_ms"))
+    assert "Jain" in text and "decision ms" in text and "avg JCT" not in text
+    assert "rank" in text and "unfinished" in text
+    with pytest.raises(EvaluateError, match="unknown column jct; valid: default, all, avg_jct_s"):
+        resolve_columns("avg_jct_s,jct")
+
+
+def test_a_policy_with_unfinished_jobs_gets_no_best_mark():
+    from rich.console import Console
+
+    # the quitter has the lowest mean everywhere (it started nothing) but leaves a job unfinished
+    board = _board(["fifo", "random"], mean=500.0) + _board(["quitter"], unfinished=1, mean=1.0)
+    board[0]["avg_jct_s"] = (400.0, 1.0)
+    tty = io.StringIO()
+    print_leaderboard(board, console=Console(file=tty, force_terminal=True, width=200))
+    lines = {n: next(ln for ln in tty.getvalue().splitlines() if n in ln) for n in ("fifo", "quitter")}
+    assert "\x1b[1m" in lines["fifo"] and "\x1b[1m" not in lines["quitter"]
+
+
+def test_jct_cdf_censors_unfinished_jobs():
+    jobs = [{"jct_s": 30.0, "finished": True}, {"jct_s": 10.0, "finished": True},
+            {"jct_s": 5.0, "finished": False}, {"jct_s": 99.0, "finished": False}]
+    x, y = censored_cdf(jobs)
+    assert list(x) == [10.0, 30.0] and list(y) == [0.25, 0.5]

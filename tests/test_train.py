@@ -46,9 +46,12 @@ def _scalars(tb_dir) -> dict[str, list[tuple[int, float]]]:
     return {t: [(e.step, e.value) for e in ea.Scalars(t)] for t in ea.Tags()["scalars"]}
 
 
-def test_train_checkpoint_resume_tensorboard_and_evaluate(tmp_path):
+def test_train_checkpoint_resume_tensorboard_and_evaluate(tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["train", "--config", str(_write(tmp_path / "a.yaml", BASE)), "--out", str(run)]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith(f"training into {run}: 256 steps of maskable_ppo")
+    assert "done: 256 steps in" in said and "evaluation at step 256 on seeds [1000]: avg JCT policy" in said
     assert [t for t, _ in checkpoints(run)] == [128, 256]
     assert (run / "model.zip").is_file() and load_config(run / "config.yaml").total_timesteps == 256
     first = _scalars(run / "tb")
@@ -70,6 +73,9 @@ def test_train_checkpoint_resume_tensorboard_and_evaluate(tmp_path):
     from sb3_contrib import MaskablePPO
 
     assert MaskablePPO.load(run / "model.zip", device="cpu").num_timesteps == 512
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run)]) == 0
+    assert "nothing left to train" in capsys.readouterr().out and len(checkpoints(run)) == 4
 
     # the saved model is a policy like any other on the leaderboard
     out = tmp_path / "eval"
@@ -82,6 +88,9 @@ def test_train_checkpoint_resume_tensorboard_and_evaluate(tmp_path):
     m = run_learned(spec, "tiny", 0)
     assert float(rows[spec]["avg_jct_s"]) == pytest.approx(m.avg_jct_s)
     assert m.jobs_finished + m.jobs_unfinished == 8
+    assert m.decision_latency_ms > 0  # wall time per predict, measured as for a baseline
+    with open(out / "timing.csv") as f:
+        assert float({r["policy"]: r for r in csv.DictReader(f)}[spec]["decision_latency_ms"]) > 0
     # a bigger cluster needs a size-agnostic (EntityPolicy) model; the node scorer is refused
     with pytest.raises(ConfigError, match="cannot move"):
         run_learned(spec, "dltap", 0)
@@ -172,3 +181,14 @@ def test_bc_env_kwargs_record_where_the_heuristic_can_be_followed(tmp_path):
     cfg["bc"]["env_kwargs"] = {"max_jobs": 3}
     with pytest.raises(BCError, match="spaces"):
         train(load_config(_write(tmp_path / "c.yaml", cfg)), tmp_path / "c", progress_bar=False)
+
+
+def test_smoke_config_trains_a_policy_that_starts_jobs(tmp_path):
+    """The README's first training command gives a model that runs jobs (issue 18: on the plain
+    placement env it learned to defer every task)."""
+    import pathlib
+
+    smoke = pathlib.Path(__file__).parents[1] / "configs" / "agents" / "smoke.yaml"
+    assert main(["train", "--config", str(smoke), "--out", str(tmp_path / "smoke")]) == 0
+    m = run_learned(f"maskableppo:{tmp_path / 'smoke' / 'model.zip'}", "tiny", 0)
+    assert m.jobs_finished > 0
