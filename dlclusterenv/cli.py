@@ -76,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         return _main(argv)
+    except BrokenPipeError:
+        # `dlcluster list ... | head`: the reader left; end quietly as the Python docs advise
+        # (point stdout at devnull so the interpreter's final flush does not raise again).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import sys
 
 import pytest
 
@@ -124,3 +126,16 @@ def test_reproduce_drf_json(tmp_path):
             "magnitude_ok", "status"}
     assert rows and all(set(r) == keys for r in rows)
     assert all(r["direction_ok"] and r["status"] == "ok" for r in rows)
+
+
+def test_list_into_a_closed_pipe_ends_without_traceback():
+    """`dlcluster list policies | head -0`: the reader is gone before the first line; no traceback."""
+    import subprocess
+
+    r, w = os.pipe()
+    os.close(r)
+    proc = subprocess.run([sys.executable, "-m", "dlclusterenv.cli", "list", "policies"], stdout=w,
+                          stderr=subprocess.PIPE, text=True, timeout=120)
+    os.close(w)
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+    assert proc.returncode == 1
