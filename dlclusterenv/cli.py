@@ -30,13 +30,18 @@ def _policies(spec: str) -> list[str]:
 
 
 def _scenario(a: argparse.Namespace):
-    """The scenario with --skip-bad-rows applied; a trace replay's counts (rows selected, skipped,
-    dropped) are printed once, here, before any run starts."""
-    from .workload import prepare
+    """The scenario with --skip-bad-rows applied; a trace replay's summary (rows selected, skipped,
+    dropped by reason, time span, offered load) and its warnings are printed once, here, before
+    any run starts."""
+    from .workload import prepare, replay_summary
 
     scenario, trace = prepare(a.scenario, skip_bad_rows=a.skip_bad_rows)
     if trace is not None:
-        print(trace.report(), file=sys.stderr)
+        summary = replay_summary(scenario, trace)
+        for line in summary.lines():
+            print(line, file=sys.stderr)
+        for line in summary.warnings():
+            print(f"warning: {line}", file=sys.stderr)
     return scenario
 
 

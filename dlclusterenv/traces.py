@@ -119,6 +119,7 @@ class TraceSet:
     n_bad_rows_skipped: int
     synthetic_note: str
     dropped: dict[str, int] = field(default_factory=dict)  # reason -> well-formed rows left out
+    n_rows: int = 0  # replayable rows in the whole file, before the window was cut
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -129,6 +130,8 @@ class TraceSet:
     def report(self) -> str:
         """One line for the terminal: what was selected and everything that was left out."""
         parts = [f"{len(self):,} jobs selected"]
+        if self.n_rows > len(self):
+            parts.append(f"{self.n_rows - len(self):,} outside the window (vc, start, end, first_n)")
         if self.n_bad_rows_skipped:
             parts.append(f"{self.n_bad_rows_skipped:,} malformed rows skipped")
         if self.n_duplicates_dropped:
@@ -312,7 +315,7 @@ def _select(
         for r in chosen
     )
     dropped = dict(sorted((dropped or {}).items()))
-    return TraceSet(jobs, str(source), n_duplicates, n_bad, note, dropped)
+    return TraceSet(jobs, str(source), n_duplicates, n_bad, note, dropped, n_rows=len(rows))
 
 
 def load_philly_csv(
@@ -526,11 +529,12 @@ def load_philly_json(
 # ----------------------------------------------------------------------------- Alibaba 2023
 def _read_named_csv(
     path: Path, columns: list[str], parse: Callable[[dict[str, str], int], object], *,
-    skip_bad_rows: bool, what: str,
+    skip_bad_rows: bool, what: str, explain_missing: Callable[[list[str]], str] | None = None,
 ) -> tuple[list, int, int]:
     """(parsed rows, duplicates dropped, bad rows skipped) of a CSV whose header names at least
     ``columns``, in any order. ``parse(values, line)`` gets the stripped cells by column and
-    raises ValueError("field: why") for a malformed row."""
+    raises ValueError("field: why") for a malformed row; ``explain_missing(missing columns)``
+    may add why a known kind of file lacks them."""
     results: list = []
     seen: set[str] = set()
     n_duplicates = n_bad = 0
@@ -540,8 +544,10 @@ def _read_named_csv(
             header = [cell.strip() for cell in next(reader, [])]
             missing = [c for c in columns if c not in header]
             if missing:
+                why = explain_missing(missing) if explain_missing else ""
                 raise TraceError(f"{path}:1: header: missing {','.join(missing)} (expected "
-                                 f"{','.join(columns)}, got {','.join(header) or 'nothing'})")
+                                 f"{','.join(columns)}, got {','.join(header) or 'nothing'})"
+                                 + (f": {why}" if why else ""))
             at = [header.index(c) for c in columns]
             for row in reader:
                 line = reader.line_num
@@ -593,6 +599,19 @@ def _unique_name(values: dict[str, str], name: str, line: int, first: dict[str, 
         raise ValueError(f"{name}: {text!r} already on line {first[text]} with different fields")
     first[text] = line
     return text
+
+
+_POD_TIMES = ("creation_time", "scheduled_time", "deletion_time")
+
+
+def _no_time_columns(missing: list[str]) -> str:
+    """A pod list without any time column (the openb ``multigpu*`` lists record only requests)."""
+    if not all(c in missing for c in _POD_TIMES):
+        return ""
+    return ("this pod list has no time columns (creation_time, scheduled_time, deletion_time), "
+            "like the openb multigpu* lists, which record only resource requests: it has no "
+            "arrivals or durations to replay; use openb_pod_list_default.csv or another list "
+            "with times")
 
 
 def load_alibaba_pods(
@@ -664,7 +683,8 @@ def load_alibaba_pods(
         return _Row(created, line, deleted - scheduled, num_gpu, v["qos"], name=name)
 
     parsed, n_duplicates, n_bad = _read_named_csv(
-        path, ALIBABA_POD_COLUMNS, parse, skip_bad_rows=skip_bad_rows, what="Alibaba pod list")
+        path, ALIBABA_POD_COLUMNS, parse, skip_bad_rows=skip_bad_rows, what="Alibaba pod list",
+        explain_missing=_no_time_columns)
     rows = [r for r in parsed if isinstance(r, _Row)]
     dropped = Counter(r for r in parsed if isinstance(r, str))
     return _select(

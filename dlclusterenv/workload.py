@@ -27,6 +27,7 @@ import dataclasses
 import functools
 import math
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -374,15 +375,86 @@ def trace_placement(cluster: Cluster, m: ModelSpec, p: int, w: int) -> tuple[lis
     return [used[i % len(used)] for i in range(p)], workers
 
 
-def replay_work(spec: JobSpec, duration_s: float, cluster: Cluster, m: ModelSpec) -> JobSpec:
-    """The job with the work that its trace duration is at the trace's placement: duration x the
-    speed of the job alone there (local batches/s, speed.alone_speed), so that running it that way
-    takes `duration_s` and its GPU-seconds are the trace's. The speed model is deterministic (a
-    scheduler's measurements carry a 2% bias, the truth none), so this holds to rounding."""
+def trace_speed(spec: JobSpec, cluster: Cluster, m: ModelSpec) -> float:
+    """Local batches/s of the job alone at its trace placement (speed.alone_speed)."""
     ps_nodes, w_nodes = trace_placement(cluster, m, spec.num_ps, spec.num_workers)
     job = Job(spec, m, np.random.default_rng(0), total_epochs=1)
-    speed = alone_speed(cluster, job, ps_nodes, w_nodes, cluster.config.overheads, DEFAULT_PACKING)
-    return dataclasses.replace(spec, work_steps=duration_s * speed)
+    return alone_speed(cluster, job, ps_nodes, w_nodes, cluster.config.overheads, DEFAULT_PACKING)
+
+
+def replay_work(spec: JobSpec, duration_s: float, cluster: Cluster, m: ModelSpec) -> JobSpec:
+    """The job with the work that its trace duration is at the trace's placement: duration x
+    `trace_speed`, so that running it that way takes `duration_s` and its GPU-seconds are the
+    trace's. The speed model is deterministic (a scheduler's measurements carry a 2% bias, the
+    truth none), so this holds to rounding."""
+    return dataclasses.replace(spec, work_steps=duration_s * trace_speed(spec, cluster, m))
+
+
+# A replay this small or this idle compares schedulers on almost nothing: say so, with numbers.
+FEW_JOBS = 20
+LOW_LOAD = 0.05
+
+
+@dataclass(frozen=True)
+class ReplaySummary:
+    """What a trace replay offers the simulated cluster, printed by `dlcluster run|evaluate`.
+
+    Offered load = GPU-seconds / (the simulated cluster's GPUs x the span from the first to the
+    last submit selected): the trace's (duration x GPUs of the rows selected) and the
+    simulation's (each generated job's run time at its trace placement x its workers, seed 0),
+    which the replay rule makes equal unless the mapping changed a job."""
+
+    trace: TraceSet
+    cluster: str
+    cluster_gpus: int
+    span_s: float
+    trace_gpu_s: float
+    sim_gpu_s: float
+    n_jobs: int  # jobs the simulation replays
+
+    def load(self, gpu_s: float) -> float:
+        """Fraction of the cluster's GPU capacity over the span (nan for a span of 0)."""
+        return gpu_s / (self.cluster_gpus * self.span_s) if self.span_s > 0 else math.nan
+
+    def lines(self) -> list[str]:
+        def load(gpu_s: float) -> str:
+            return f"{gpu_s / 3600:,.1f} GPU-h = {self.load(gpu_s):.1%} of capacity"
+
+        return [
+            self.trace.report(),
+            f"replay: {self.n_jobs:,} jobs over {self.span_s / 86400:,.2f} days of submits on "
+            f"cluster {self.cluster!r} ({self.cluster_gpus:,} GPUs); offered load: trace "
+            f"{load(self.trace_gpu_s)}, simulation {load(self.sim_gpu_s)}",
+        ]
+
+    def warnings(self) -> list[str]:
+        out = []
+        if self.n_jobs < FEW_JOBS:
+            out.append(f"the window selects only {self.n_jobs:,} of the trace's "
+                       f"{self.trace.n_rows:,} replayable jobs: move start/end to where the trace "
+                       "has jobs")
+        if self.span_s > 0 and self.load(self.sim_gpu_s) < LOW_LOAD:
+            out.append(f"offered load is {self.load(self.sim_gpu_s):.2%} of cluster "
+                       f"{self.cluster!r}'s {self.cluster_gpus:,} GPUs over the span (below "
+                       f"{LOW_LOAD:.0%}): the cluster is mostly idle and schedulers will barely "
+                       "differ; pick a busier window or a smaller cluster")
+        return out
+
+
+def replay_summary(scenario: str | Path | Scenario | dict, trace: TraceSet) -> ReplaySummary:
+    """The replay's summary for a trace scenario (builds its jobs for seed 0)."""
+    sc, cluster, zoo, specs = build(scenario, 0)
+    submits = [j.submit_s for j in trace.jobs]
+    return ReplaySummary(
+        trace=trace,
+        cluster=cluster.config.name,
+        cluster_gpus=cluster.n_gpus,
+        span_s=max(submits) - min(submits) if submits else 0.0,
+        trace_gpu_s=sum(j.duration_s * j.num_gpus for j in trace.jobs),
+        sim_gpu_s=sum(s.num_workers * s.work_steps / trace_speed(s, cluster, zoo.models[s.model])
+                      for s in specs),
+        n_jobs=len(specs),
+    )
 
 
 def _free(cluster: Cluster) -> np.ndarray:

@@ -19,7 +19,9 @@ from dlclusterenv.profiles import shared_dir
 from dlclusterenv.traces import TraceError
 from dlclusterenv.sim import DEFAULT_PACKING
 from dlclusterenv.speed import alone_speed
-from dlclusterenv.workload import Scenario, generate_jobs, load_scenario, prepare, trace_placement
+from dlclusterenv.workload import (
+    Scenario, generate_jobs, load_scenario, prepare, replay_summary, trace_placement,
+)
 
 ZOO = load_zoo()
 TINY = build_cluster("tiny")
@@ -283,3 +285,60 @@ def test_cli_skip_bad_rows_overrides_the_scenario_and_prints_the_count(tmp_path,
         rows = list(csv.DictReader(f))
     assert [r["job_id"] for r in rows] == ["openb-pod-0002", "openb-pod-0006"]
     assert {r["synthetic"] for r in rows} == {"model;num_ps;comm;work_steps;shard_nodes;user"}
+
+
+# ----------------------------------------------------------------------------- replay summary
+SUMMARY_ROWS = [("2017-10-01 00:00:00", 3600.0, 2), ("2017-10-01 06:00:00", 7200.0, 4),
+                ("2017-10-01 12:00:00", 1800.0, 1), ("2017-10-05 00:00:00", 600.0, 1)]
+
+
+def _summary(tmp_path, cluster: str):
+    trace = _philly_rows(tmp_path / "t.csv", SUMMARY_ROWS)
+    sc = {"name": "t", "cluster": cluster, "workload": {
+        "kind": "trace", "models": MIX, "trace": {"path": str(trace), "end": "2017-10-02"}}}
+    scenario, selected = prepare(sc)
+    return replay_summary(scenario, selected)
+
+
+def test_replay_summary_reports_selection_span_and_offered_load(tmp_path):
+    s = _summary(tmp_path, "tiny")
+    # 3 of 4 rows in the window, 12 h of submits, 10.5 GPU-h on 8 GPUs: 37800 / (8 x 43200)
+    assert (s.n_jobs, s.span_s, s.cluster_gpus) == (3, 43200.0, 8)
+    assert s.trace_gpu_s == 37800.0 and s.sim_gpu_s == pytest.approx(37800.0, rel=1e-9)
+    text = "\n".join(s.lines())
+    assert "3 jobs selected; 1 outside the window" in text
+    assert "3 jobs over 0.50 days of submits on cluster 'tiny' (8 GPUs)" in text
+    assert "trace 10.5 GPU-h = 10.9% of capacity, simulation 10.5 GPU-h = 10.9% of capacity" in text
+    assert s.warnings() == [
+        "the window selects only 3 of the trace's 4 replayable jobs: move start/end to where the "
+        "trace has jobs"]
+
+
+def test_replay_on_a_cluster_far_larger_than_its_load_warns_with_the_numbers(tmp_path):
+    s = _summary(tmp_path, "philly")
+    low = [w for w in s.warnings() if "offered load" in w]
+    assert low == [f"offered load is {37800 / (2496 * 43200):.2%} of cluster 'philly''s 2,496 GPUs "
+                   "over the span (below 5%): the cluster is mostly idle and schedulers will "
+                   "barely differ; pick a busier window or a smaller cluster"]
+
+
+def test_cli_prints_the_replay_summary_and_warnings(tmp_path, capsys):
+    from dlclusterenv.cli import main
+
+    trace = _philly_rows(tmp_path / "t.csv", SUMMARY_ROWS)
+    path = _scenario_file(tmp_path, {"kind": "trace", "models": MIX, "trace": {"path": str(trace)}})
+    assert main(["run", "--scenario", str(path), "--policy", "fifo"]) == 0
+    err = capsys.readouterr().err
+    assert "replay: 4 jobs over 4.00 days of submits on cluster 'tiny' (8 GPUs)" in err
+    assert "warning: the window selects only 4 of the trace's 4 replayable jobs" in err
+
+
+def test_pod_list_without_time_columns_says_so(tmp_path):
+    from dlclusterenv.traces import load_alibaba_pods
+
+    pods = tmp_path / "openb_pod_list_multigpu50.csv"
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\nopenb-pod-0000,12000,16384,1,1000\n")
+    with pytest.raises(TraceError, match=rf"{pods}:1: header: missing .*: this pod list has no "
+                       r"time columns \(creation_time, scheduled_time, deletion_time\), like the "
+                       r"openb multigpu\* lists"):
+        load_alibaba_pods(pods)
