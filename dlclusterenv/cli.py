@@ -78,6 +78,8 @@ def _main(argv: list[str] | None) -> int:
                     help="local: a process pool; ray: Ray tasks (results identical)")
     ev.add_argument("--ray-address", default=None,
                     help="Ray cluster to join (default: start a local one with ray.init())")
+    ev.add_argument("--resume", action="store_true",
+                    help="keep the runs already saved in --out/per_run and run only the rest")
     rn = sub.add_parser("run", help="one policy, one seed; prints the metrics")
     for p in (ev, rn):
         p.add_argument("--skip-bad-rows", action="store_true",
@@ -143,7 +145,7 @@ def _main(argv: list[str] | None) -> int:
             out = Path(a.out)
             board = evaluate.evaluate(_scenario(a), _policies(a.policies), a.seeds, out, workers=a.workers,
                                       backend=a.backend, ray_address=a.ray_address,
-                                      first_seed=a.first_seed)
+                                      first_seed=a.first_seed, resume=a.resume)
             evaluate.print_leaderboard(
                 board, f"scenario {a.scenario}, {a.seeds} seeds from {a.first_seed}; mean ± 95% interval; ranked by avg JCT "
                 "(policies leaving jobs unfinished last)")

@@ -30,6 +30,21 @@ def test_evaluate_writes_csvs_plot_and_is_independent_of_workers(tmp_path, capsy
     assert (a / "jobs.csv").read_text() == (b / "jobs.csv").read_text()
 
 
+def test_evaluate_resume_keeps_saved_runs(tmp_path):
+    out = tmp_path / "a"
+    args = ["evaluate", "--scenario", "tiny", "--policies", "fifo", "--seeds", "2", "--out",
+            str(out), "--workers", "1"]
+    assert main(args) == 0
+    first = (out / "jobs.csv").read_bytes()
+    (out / "per_run" / "fifo.seed1.json").unlink()
+    (out / "jobs.csv").unlink()
+    saved = (out / "per_run" / "fifo.seed0.json").stat().st_mtime_ns
+    assert main(args + ["--resume"]) == 0
+    assert (out / "jobs.csv").read_bytes() == first
+    assert (out / "per_run" / "fifo.seed0.json").stat().st_mtime_ns == saved  # not rerun
+    assert (out / "per_run" / "fifo.seed1.json").exists()
+
+
 def test_unknown_policy_lists_the_valid_ones():
     with pytest.raises(SystemExit, match="valid: .*fifo"):
         main(["evaluate", "--scenario", "tiny", "--policies", "nope"])
