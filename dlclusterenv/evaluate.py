@@ -360,7 +360,17 @@ def leaderboard(results: list[RunResult], policies: list[str]) -> list[dict[str,
     return board
 
 
-def _fmt(mean: float, half: float) -> str:
+PERCENT = {"gpu_util"}  # fractions shown as percentages
+
+
+def _fmt(mean: float, half: float, key: str = "") -> str:
+    """Enough digits that a small value is not printed as 0: a utilisation of 0.0004 on a big
+    idle cluster shows as 0.040%, not 0.000."""
+    if key in PERCENT:
+        mean, half = 100 * mean, 100 * half
+        # three significant digits, at least one decimal
+        digits = max(1, 2 - math.floor(math.log10(abs(mean)))) if mean else 1
+        return f"{mean:.{digits}f}% ± {half:.{digits}f}%"
     digits = 0 if abs(mean) >= 100 else 2 if abs(mean) >= 1 else 3
     return f"{mean:,.{digits}f} ± {half:,.{digits}f}"
 
@@ -383,7 +393,8 @@ def print_leaderboard(board: list[dict[str, Any]], title: str = "", console=None
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("unfinished", justify="right")
     for i, r in enumerate(board, 1):
-        cells = [f"[bold]{_fmt(*r[k])}[/bold]" if r[k][0] == best[k] else _fmt(*r[k]) for k, _, _ in BOARD]
+        cells = [f"[bold]{_fmt(*r[k], k)}[/bold]" if r[k][0] == best[k] else _fmt(*r[k], k)
+                 for k, _, _ in BOARD]
         table.add_row(str(i), r["policy"], *cells, str(r["unfinished"]))
     console.print(table)
 

@@ -165,6 +165,20 @@ def _warn_skipped(path: Path, n_bad: int) -> None:
                       stacklevel=3)
 
 
+def _utf8_error(path: Path) -> str:
+    """Where a file stops being UTF-8: its line and byte offset in the whole file (a decoder's
+    own position counts from the start of the chunk it was reading, not of the file)."""
+    data = path.read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1)
+        return (f"{path}:{line}: not UTF-8: byte 0x{data[exc.start]:02x} at byte offset "
+                f"{exc.start:,} of the file (byte {col + 1} of line {line}): {exc.reason}")
+    return f"{path}: not UTF-8"  # the file changed while it was read
+
+
 _EPOCH = datetime(1970, 1, 1)
 
 
@@ -365,7 +379,9 @@ def load_philly_csv(
                     n_bad += 1
                     continue
                 rows.append(_Row(submit, line, duration, num_gpus, cluster))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+    except UnicodeDecodeError:
+        raise TraceError(_utf8_error(path)) from None
+    except (OSError, csv.Error) as exc:
         raise TraceError(f"{path}: cannot read Philly trace: {exc}") from exc
     _warn_skipped(path, n_bad)
     return _select(
@@ -485,7 +501,9 @@ def load_philly_json(
             data = json.load(f)
     except json.JSONDecodeError as exc:
         raise TraceError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError:
+        raise TraceError(_utf8_error(path)) from None
+    except OSError as exc:
         raise TraceError(f"{path}: cannot read Philly job log: {exc}") from exc
     if not isinstance(data, list):
         raise TraceError(f"{path}: expected a JSON list of jobs (cluster_job_log), "
@@ -567,7 +585,9 @@ def _read_named_csv(
                     if not skip_bad_rows:
                         raise TraceError(f"{path}:{line}: {exc}") from None
                     n_bad += 1
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+    except UnicodeDecodeError:
+        raise TraceError(_utf8_error(path)) from None
+    except (OSError, csv.Error) as exc:
         raise TraceError(f"{path}: cannot read {what}: {exc}") from exc
     _warn_skipped(path, n_bad)
     return results, n_duplicates, n_bad
@@ -669,8 +689,9 @@ def load_alibaba_pods(
             raise ValueError(f"scheduled_time: {v['scheduled_time']} is before creation_time "
                              f"{v['creation_time']}")
         if deleted is not None and deleted < (created if scheduled is None else scheduled):
-            raise ValueError(f"deletion_time: {v['deletion_time']} is before "
-                             f"{'creation_time' if scheduled is None else 'scheduled_time'}")
+            before = "creation_time" if scheduled is None else "scheduled_time"
+            raise ValueError(f"deletion_time: {v['deletion_time']} is before {before} "
+                             f"{v[before]}")
         name = _unique_name(v, "name", line, first)
         if num_gpu == 0:
             return "CPU-only pods"

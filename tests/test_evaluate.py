@@ -199,6 +199,24 @@ def test_resume_refuses_runs_saved_for_another_scenario(tmp_path):
         evaluate("tiny", ["fifo"], 1, tmp_path, workers=1, progress=False, resume=True)
 
 
+def test_small_gpu_utilisation_is_not_printed_as_zero():
+    from rich.console import Console
+
+    from dlclusterenv.evaluate import _fmt
+
+    assert _fmt(0.000412, 0.00001, "gpu_util") == "0.0412% ± 0.0010%"
+    assert _fmt(0.0066, 0.0002, "gpu_util") == "0.660% ± 0.020%"
+    assert _fmt(0.734, 0.01, "gpu_util") == "73.4% ± 1.0%"
+    assert _fmt(0.000412, 0.00001) == "0.000 ± 0.000"  # other metrics keep their format
+    row = {"policy": "fifo", "unfinished": 0, **{k: (1.0, 0.0) for k in
+                                                 ("avg_jct_s", "p95_jct_s", "makespan_s",
+                                                  "avg_queue_s", "cross_node_gb", "jain_index",
+                                                  "decision_latency_ms")}}
+    pipe = io.StringIO()
+    print_leaderboard([{**row, "gpu_util": (0.000412, 0.0)}], console=Console(file=pipe, width=250))
+    assert "0.0412% ± 0.0000%" in pipe.getvalue()
+
+
 def test_ci95_is_student_t():
     assert ci95(np.array([1.0, 2.0, 3.0])) == pytest.approx(4.302653 / np.sqrt(3), rel=1e-6)
     assert ci95(np.array([5.0])) == 0.0

@@ -342,3 +342,17 @@ def test_pod_list_without_time_columns_says_so(tmp_path):
                        r"time columns \(creation_time, scheduled_time, deletion_time\), like the "
                        r"openb multigpu\* lists"):
         load_alibaba_pods(pods)
+
+
+def test_tick_s_lets_optimus_resize_a_lone_job():
+    """engine.tick_s (README, Scenarios): without ticks the only decision point of a lone job is
+    its arrival, so Optimus' 600 s reallocation never happens; with 600 s ticks it resizes it."""
+    out = {}
+    for tick in (None, 600):
+        sc = {"name": "t", "cluster": "tiny", "engine": {"tick_s": tick}, "workload": {
+            "kind": "fixed", "jobs": [{"model": "ResNet-50", "arrival_s": 0, "num_workers": 1}]}}
+        sim = make_sim(sc, 0)
+        metrics = sim.run(baselines.make("optimus"))
+        job = next(iter(sim.jobs.values()))
+        out[tick] = (round(metrics.avg_jct_s), job.num_ps, job.num_workers)
+    assert out == {None: (2597, 1, 1), 600: (1632, 2, 2)}
