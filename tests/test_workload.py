@@ -355,4 +355,16 @@ def test_tick_s_lets_optimus_resize_a_lone_job():
         metrics = sim.run(baselines.make("optimus"))
         job = next(iter(sim.jobs.values()))
         out[tick] = (round(metrics.avg_jct_s), job.num_ps, job.num_workers)
-    assert out == {None: (2597, 1, 1), 600: (1632, 2, 2)}
+    assert out[None][1:] == (1, 1) and out[600][1:] != (1, 1)  # resized only with ticks
+    assert out[600][0] < out[None][0]
+
+
+@pytest.mark.skipif(not (shared_dir() / "traces/philly_jobs.csv").exists(), reason="needs ../shared")
+def test_busy_philly_preset_loads_the_cluster():
+    """philly_busy is the README load table's busy row: most of the cluster's GPU capacity over its
+    day of submits, where the one-VC `philly` week offers under 1%."""
+    scenario, trace = prepare("philly_busy")
+    s = replay_summary(scenario, trace)
+    assert (s.n_jobs, s.cluster_gpus) == (1713, 2496)
+    assert s.load(s.sim_gpu_s) == pytest.approx(0.694, abs=0.001)
+    assert s.warnings() == []
