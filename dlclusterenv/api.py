@@ -90,7 +90,7 @@ class JobView:
     steps_per_epoch: int
     input_bytes_per_step: float  # input read per local batch, from the job's data set
     dataset_bytes: float
-    max_epochs: int  # the user's epoch budget
+    max_epochs: int  # the user's epoch budget (a replayed trace job: at least the epochs it ran)
     rel_delta: float  # the user's stopping rule: stop at the first epoch improving by less
     steps_done: float
     epochs_done: int

@@ -54,13 +54,18 @@ def _listing(what: str) -> list[str]:
 
 
 def _scenario(a: argparse.Namespace):
-    """The scenario with --skip-bad-rows applied; a trace replay's counts (rows selected, skipped,
-    dropped) are printed once, here, before any run starts."""
-    from .workload import prepare
+    """The scenario with --skip-bad-rows applied; a trace replay's summary (rows selected, skipped,
+    dropped by reason, time span, offered load) and its warnings are printed once, here, before
+    any run starts."""
+    from .workload import prepare, replay_summary
 
     scenario, trace = prepare(a.scenario, skip_bad_rows=a.skip_bad_rows)
     if trace is not None:
-        print(trace.report(), file=sys.stderr)
+        summary = replay_summary(scenario, trace)
+        for line in summary.lines():
+            print(line, file=sys.stderr)
+        for line in summary.warnings():
+            print(f"warning: {line}", file=sys.stderr)
     return scenario
 
 
@@ -125,6 +130,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="local: a process pool; ray: Ray tasks (results identical)")
     ev.add_argument("--ray-address", default=None,
                     help="Ray cluster to join (default: start a local one with ray.init())")
+    ev.add_argument("--resume", action="store_true",
+                    help="keep the runs already saved in --out/per_run and run only the rest")
     rn = cmd("run", "one seed of one or more policies; prints their metrics side by side")
     for p in (ev, rn):
         p.add_argument("--skip-bad-rows", action="store_true",
@@ -212,7 +219,7 @@ def _main(argv: list[str] | None) -> int:
             policies = evaluate.resolve_policies(a.policies)
             board = evaluate.evaluate(_scenario(a), policies, a.seeds, out, workers=a.workers,
                                       backend=a.backend, ray_address=a.ray_address,
-                                      first_seed=a.first_seed)
+                                      first_seed=a.first_seed, resume=a.resume)
             evaluate.print_leaderboard(
                 board, f"scenario {a.scenario}, {a.seeds} seeds from {a.first_seed}; mean ± 95% interval; ranked by avg JCT "
                 "(policies leaving jobs unfinished last, never marked best)", columns=columns)

@@ -15,12 +15,17 @@ your own Scheduler as `module:Class`, `path/file.py:Class` or an entry-point nam
 (`dlclusterenv.schedulers`); every run gets the spec string and builds its scheduler from it.
 
 Output: one run owns `--out` while it runs (a lock on the directory): a second run into it is
-refused with an EvaluateError at once, not interleaved with the first. Nothing is written until
-every run is done; then all files are written into a hidden `.partial-*` folder in `out` and
-renamed into place together, with SIGTERM and SIGINT held back for the renames, so `out` holds
-every file of one evaluation or the previous contents, never a mix. A failed or killed run removes
-its partial folder (a SIGKILLed one leaves it hidden, for the next run into `out` to remove) and
-the `out` directory if it created it.
+refused with an EvaluateError at once, not interleaved with the first. Each finished run is saved
+as it completes, atomically (a temporary file renamed into place), to `out/per_run/`, so an
+interrupted sweep keeps what it finished; `resume=True` (`dlcluster evaluate --resume`) reruns
+only the runs missing there, and the CSVs, assembled in policy x seed order from exact (JSON,
+shortest-repr floats) copies of each run, are byte-identical to an uninterrupted sweep's. A saved
+run records its scenario, so resuming with another scenario is refused; without `--resume`,
+saved runs are cleared first. The CSVs and plots are written into a hidden `.partial-*` folder in
+`out` and renamed into place together, with SIGTERM and SIGINT held back for the renames, so `out`
+holds every file of one evaluation or the previous contents, never a mix. A failed or killed run
+removes its partial folder (a SIGKILLed one leaves it hidden, for the next run into `out` to
+remove) and the `out` directory if it created it and it is empty.
 
 Workers: the local backend's pool workers are terminated when the sweep stops early (a failed
 run, Ctrl-C, or SIGTERM, which `dlcluster` turns into an exit that unwinds), and each worker exits
@@ -32,6 +37,7 @@ from __future__ import annotations
 import csv
 import fcntl
 import io
+import json
 import math
 import multiprocessing
 import os
@@ -41,6 +47,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
@@ -52,7 +59,7 @@ import numpy as np
 from . import make_sim, schedulers
 from .metrics import JobRecord
 from .schedulers import PolicyError
-from .workload import Scenario, build
+from .workload import Scenario, build, load_scenario
 
 BACKENDS = ("local", "ray")
 
@@ -210,8 +217,11 @@ def _run_ray(scenario, tasks: list[tuple[str, int]], workers: int, address: str 
 def sweep(
     scenario, policies: list[str], seeds: int, *, workers: int = 0, backend: str = "local",
     ray_address: str | None = None, progress: bool = True, first_seed: int = 0,
+    done: dict[tuple[str, int], RunResult] | None = None,
+    on_result: Callable[[RunResult], None] | None = None,
 ) -> list[RunResult]:
-    """Every policy x seed (seeds first_seed..first_seed+seeds-1), in policy x seed order."""
+    """Every policy x seed (seeds first_seed..first_seed+seeds-1), in policy x seed order. Runs in
+    `done` are not run again; `on_result` gets each new run as it finishes."""
     if seeds < 1:
         raise EvaluateError(f"--seeds must be at least 1, got {seeds}")
     if first_seed < 0:
@@ -221,16 +231,71 @@ def sweep(
     if backend not in BACKENDS:
         raise EvaluateError(f"--backend {backend!r}: valid: {', '.join(BACKENDS)}")
     tasks = [(p, s) for p in policies for s in range(first_seed, first_seed + seeds)]
-    runs = _run_ray(scenario, tasks, workers, ray_address) if backend == "ray" else _run_local(scenario, tasks, workers)
-    done: dict[tuple[str, int], RunResult] = {}
+    done = {t: r for t, r in (done or {}).items() if t in tasks}
+    todo = [t for t in tasks if t not in done]
+    runs = (_run_ray(scenario, todo, workers, ray_address) if backend == "ray"
+            else _run_local(scenario, todo, workers)) if todo else iter(())
     from tqdm import tqdm
 
     # runs done out of total, elapsed and remaining time (tqdm's estimate), on stderr
-    with tqdm(total=len(tasks), desc="runs", unit="run", file=sys.stderr, disable=not progress) as bar:
+    with tqdm(total=len(tasks), initial=len(done), desc="runs", unit="run", file=sys.stderr,
+              disable=not progress) as bar:
         for r in runs:
             done[(r.policy, r.seed)] = r
+            if on_result is not None:
+                on_result(r)
             bar.update()
     return [done[t] for t in tasks]
+
+
+PER_RUN = "per_run"
+
+
+def _run_file(out: Path, policy: str, seed: int) -> Path:
+    """Where one run is saved; a learned policy's KIND:PATH is quoted into one file name."""
+    return out / PER_RUN / f"{urllib.parse.quote(policy, safe='')}.seed{seed}.json"
+
+
+def _plain(x: Any) -> Any:
+    """numpy scalars as Python numbers, for JSON."""
+    if isinstance(x, np.generic):
+        return x.item()
+    raise TypeError(f"cannot save {type(x).__name__} in a run file")
+
+
+def save_run(out: Path, r: RunResult, fingerprint: str) -> None:
+    """One finished run as JSON, atomically. JSON writes floats in their shortest exact form
+    (and inf/nan), so a loaded run gives the CSVs the same bytes as the run itself."""
+    data = {"scenario": fingerprint, **asdict(r)}
+    text = json.dumps(data, default=_plain)
+    atomic_write(_run_file(out, r.policy, r.seed), lambda tmp: tmp.write_text(text))
+
+
+def load_runs(out: Path, tasks: list[tuple[str, int]], fingerprint: str) -> dict[tuple[str, int], RunResult]:
+    """The saved runs among `tasks`; one saved for another scenario is an EvaluateError."""
+    done = {}
+    for policy, seed in tasks:
+        path = _run_file(out, policy, seed)
+        if not path.exists():
+            continue
+        try:
+            data = json.loads(path.read_text())
+            if data.pop("scenario") != fingerprint:
+                raise EvaluateError(f"--resume: {path} was run on another scenario; remove it or "
+                                    "choose another --out")
+            data["timeline"] = tuple(tuple(row) for row in data["timeline"])
+            done[(policy, seed)] = RunResult(**data)
+        except (ValueError, KeyError, TypeError) as exc:
+            if isinstance(exc, EvaluateError):
+                raise
+            raise EvaluateError(f"--resume: {path}: not a saved run ({exc}); remove it") from None
+    return done
+
+
+def fingerprint(scenario) -> str:
+    """The scenario as it resolves (every field), which a saved run must match to be reused."""
+    sc, _ = load_scenario(scenario)
+    return sc.model_dump_json()
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
@@ -294,7 +359,17 @@ def leaderboard(results: list[RunResult], policies: list[str]) -> list[dict[str,
     return board
 
 
-def _fmt(mean: float, half: float) -> str:
+PERCENT = {"gpu_util"}  # fractions shown as percentages
+
+
+def _fmt(mean: float, half: float, key: str = "") -> str:
+    """Enough digits that a small value is not printed as 0: a utilisation of 0.0004 on a big
+    idle cluster shows as 0.040%, not 0.000."""
+    if key in PERCENT:
+        mean, half = 100 * mean, 100 * half
+        # three significant digits, at least one decimal
+        digits = max(1, 2 - math.floor(math.log10(abs(mean)))) if mean else 1
+        return f"{mean:.{digits}f}% ± {half:.{digits}f}%"
     digits = 0 if abs(mean) >= 100 else 2 if abs(mean) >= 1 else 3
     return f"{mean:,.{digits}f} ± {half:,.{digits}f}"
 
@@ -338,21 +413,34 @@ def print_leaderboard(board: list[dict[str, Any]], title: str = "", console=None
         table.add_column(header, justify="right", overflow="fold")
     table.add_column("unfinished", justify="right", no_wrap=True)
     for i, r in enumerate(board, 1):
-        cells = [f"[bold]{_fmt(*r[k])}[/bold]" if r["unfinished"] == 0 and r[k][0] == best.get(k) else _fmt(*r[k])
+        cells = [f"[bold]{_fmt(*r[k], k)}[/bold]" if r["unfinished"] == 0 and r[k][0] == best.get(k) else _fmt(*r[k], k)
                  for k, _, _ in spec]
         table.add_row(str(i), r["policy"], *cells, str(r["unfinished"]))
     console.print(table)
 
+
 def evaluate(
     scenario, policies: list[str], seeds: int, out: Path, *, workers: int = 0, backend: str = "local",
     ray_address: str | None = None, progress: bool = True, first_seed: int = 0,
+    resume: bool = False,
 ) -> list[dict[str, Any]]:
-    """The sweep, then runs.csv, jobs.csv, timing.csv and the plots in `out`; returns the leaderboard.
-    See the module docstring for how `out` is held and filled."""
+    """The sweep, each run saved as it finishes, then runs.csv, jobs.csv, timing.csv and the plots
+    in `out`; returns the leaderboard. `resume` reuses the runs saved in `out`. See the module
+    docstring for how `out` is held and filled."""
     build(scenario, 0)  # a bad scenario fails here, once, before any worker or Ray task starts
+    key = fingerprint(scenario)
     with claim(out):
+        (out / PER_RUN).mkdir(exist_ok=True)
+        tasks = [(p, s) for p in policies for s in range(first_seed, first_seed + seeds)]
+        if resume:
+            done = load_runs(out, tasks, key)
+        else:
+            done = {}
+            for old in (out / PER_RUN).glob("*.json"):
+                old.unlink()
         results = sweep(scenario, policies, seeds, workers=workers, backend=backend,
-                        ray_address=ray_address, progress=progress, first_seed=first_seed)
+                        ray_address=ray_address, progress=progress, first_seed=first_seed,
+                        done=done, on_result=lambda r: save_run(out, r, key))
         board = leaderboard(results, policies)
         stage = Path(tempfile.mkdtemp(dir=out, prefix=".partial-"))
         try:
@@ -375,8 +463,8 @@ def evaluate(
 def claim(out: Path) -> Iterator[None]:
     """Hold `out` (created if missing) for one evaluation: an exclusive lock on the directory, so a
     second evaluation into it fails at once, naming it. A `.partial-*` folder found there was left
-    by a SIGKILLed run and is removed. If the evaluation fails, `out` is removed again when this
-    call created it and it is still empty."""
+    by a SIGKILLed run and is removed. If the evaluation fails, an empty `per_run` folder is
+    removed, and so is `out` when this call created it and it is then empty."""
     if out.exists() and not out.is_dir():
         raise EvaluateError(f"--out {out}: exists and is not a directory")
     created = not out.exists()
@@ -392,6 +480,9 @@ def claim(out: Path) -> Iterator[None]:
             shutil.rmtree(stale, ignore_errors=True)
         yield
     except BaseException:
+        runs = out / PER_RUN
+        if runs.is_dir() and not any(runs.iterdir()):
+            runs.rmdir()
         if created and not any(out.iterdir()):
             out.rmdir()
         raise

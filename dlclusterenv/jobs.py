@@ -34,6 +34,9 @@ class JobSpec:
     comm: str | None = None  # "ps" | "allreduce": overrides the model's communication pattern
     exchange_every: int = 1  # k: the exchange (push/pull or all-reduce) runs once per k steps
     data_fraction: float = 1.0  # share of the model's data set one epoch of this job reads
+    # local batches to train, set by a trace replay so that the trace's duration is kept (see
+    # workload.replay_work); None: the model's convergence epoch (scaled by epoch_scale)
+    work_steps: float | None = None
 
 
 def _improvement(spec: ModelSpec, k: int) -> float:
@@ -63,6 +66,15 @@ def convergence_epoch(spec: ModelSpec, epoch_scale: float = 1.0) -> int:
         else:
             lo = mid + 1
     return min(max(round(lo * epoch_scale), 1), spec.convergence.max_epochs)
+
+
+def job_epochs(spec: ModelSpec, job: JobSpec) -> int:
+    """Epochs the job trains: its replayed work rounded up to whole epochs (at least one, and
+    possibly beyond the model's budget: a trace job ran as long as it ran), else its convergence
+    epoch."""
+    if job.work_steps is not None:
+        return max(math.ceil(job.work_steps / spec.steps_per_epoch), 1)
+    return convergence_epoch(spec, job.epoch_scale)
 
 
 def stop_delta(spec: ModelSpec, epochs: int) -> float:
@@ -131,8 +143,11 @@ class Job:
         return max(1, round(self.model.steps_per_epoch * self.spec.data_fraction))
 
     @property
-    def total_steps(self) -> int:
-        """Local batches to train (weak scaling: a sync step of w workers does w of them)."""
+    def total_steps(self) -> float:
+        """Local batches to train (weak scaling: a sync step of w workers does w of them): the
+        replay's work where a trace sets it, else whole epochs up to convergence."""
+        if self.spec.work_steps is not None:
+            return self.spec.work_steps
         return self.total_epochs * self.steps_per_epoch
 
     @property

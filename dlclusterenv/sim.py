@@ -20,7 +20,7 @@ import numpy as np
 from .api import ClusterView, Decision, DecisionError, JobView, Scheduler, TaskView
 from .cluster import Cluster
 from .config import ModelZoo
-from .jobs import DONE, PENDING, RUNNING, Job, JobSpec, Task, convergence_epoch, stop_delta
+from .jobs import DONE, PENDING, RUNNING, Job, JobSpec, Task, job_epochs, stop_delta
 from .metrics import Metrics, summarize
 from .comm import link_capacity, pattern
 from .speed import PackingModel, Rates, alone_speed, compute_rates
@@ -138,7 +138,7 @@ class Simulator:
                 spec=s,
                 model=model,
                 rng=np.random.default_rng([self.seed, self._next_arrival]),
-                total_epochs=convergence_epoch(model, s.epoch_scale),
+                total_epochs=job_epochs(model, s),
             )
             job.rel_delta = stop_delta(model, job.total_epochs)
             job.resize(s.num_ps, s.num_workers)
@@ -192,7 +192,7 @@ class Simulator:
             steps_per_epoch=job.steps_per_epoch,
             input_bytes_per_step=m.input_bytes_per_step,
             dataset_bytes=m.dataset_bytes * job.spec.data_fraction,
-            max_epochs=m.convergence.max_epochs,
+            max_epochs=max(m.convergence.max_epochs, job.total_epochs),
             rel_delta=job.rel_delta,
             steps_done=job.steps_done,
             epochs_done=job.epochs_done,

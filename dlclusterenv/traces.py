@@ -119,6 +119,7 @@ class TraceSet:
     n_bad_rows_skipped: int
     synthetic_note: str
     dropped: dict[str, int] = field(default_factory=dict)  # reason -> well-formed rows left out
+    n_rows: int = 0  # replayable rows in the whole file, before the window was cut
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -129,6 +130,8 @@ class TraceSet:
     def report(self) -> str:
         """One line for the terminal: what was selected and everything that was left out."""
         parts = [f"{len(self):,} jobs selected"]
+        if self.n_rows > len(self):
+            parts.append(f"{self.n_rows - len(self):,} outside the window (vc, start, end, first_n)")
         if self.n_bad_rows_skipped:
             parts.append(f"{self.n_bad_rows_skipped:,} malformed rows skipped")
         if self.n_duplicates_dropped:
@@ -160,6 +163,20 @@ def _warn_skipped(path: Path, n_bad: int) -> None:
     if n_bad:
         warnings.warn(f"{path}: skipped {n_bad:,} malformed rows (skip_bad_rows)", TraceWarning,
                       stacklevel=3)
+
+
+def _utf8_error(path: Path) -> str:
+    """Where a file stops being UTF-8: its line and byte offset in the whole file (a decoder's
+    own position counts from the start of the chunk it was reading, not of the file)."""
+    data = path.read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1)
+        return (f"{path}:{line}: not UTF-8: byte 0x{data[exc.start]:02x} at byte offset "
+                f"{exc.start:,} of the file (byte {col + 1} of line {line}): {exc.reason}")
+    return f"{path}: not UTF-8"  # the file changed while it was read
 
 
 _EPOCH = datetime(1970, 1, 1)
@@ -312,7 +329,7 @@ def _select(
         for r in chosen
     )
     dropped = dict(sorted((dropped or {}).items()))
-    return TraceSet(jobs, str(source), n_duplicates, n_bad, note, dropped)
+    return TraceSet(jobs, str(source), n_duplicates, n_bad, note, dropped, n_rows=len(rows))
 
 
 def load_philly_csv(
@@ -362,7 +379,9 @@ def load_philly_csv(
                     n_bad += 1
                     continue
                 rows.append(_Row(submit, line, duration, num_gpus, cluster))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+    except UnicodeDecodeError:
+        raise TraceError(_utf8_error(path)) from None
+    except (OSError, csv.Error) as exc:
         raise TraceError(f"{path}: cannot read Philly trace: {exc}") from exc
     _warn_skipped(path, n_bad)
     return _select(
@@ -482,7 +501,9 @@ def load_philly_json(
             data = json.load(f)
     except json.JSONDecodeError as exc:
         raise TraceError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError:
+        raise TraceError(_utf8_error(path)) from None
+    except OSError as exc:
         raise TraceError(f"{path}: cannot read Philly job log: {exc}") from exc
     if not isinstance(data, list):
         raise TraceError(f"{path}: expected a JSON list of jobs (cluster_job_log), "
@@ -526,11 +547,12 @@ def load_philly_json(
 # ----------------------------------------------------------------------------- Alibaba 2023
 def _read_named_csv(
     path: Path, columns: list[str], parse: Callable[[dict[str, str], int], object], *,
-    skip_bad_rows: bool, what: str,
+    skip_bad_rows: bool, what: str, explain_missing: Callable[[list[str]], str] | None = None,
 ) -> tuple[list, int, int]:
     """(parsed rows, duplicates dropped, bad rows skipped) of a CSV whose header names at least
     ``columns``, in any order. ``parse(values, line)`` gets the stripped cells by column and
-    raises ValueError("field: why") for a malformed row."""
+    raises ValueError("field: why") for a malformed row; ``explain_missing(missing columns)``
+    may add why a known kind of file lacks them."""
     results: list = []
     seen: set[str] = set()
     n_duplicates = n_bad = 0
@@ -540,8 +562,10 @@ def _read_named_csv(
             header = [cell.strip() for cell in next(reader, [])]
             missing = [c for c in columns if c not in header]
             if missing:
+                why = explain_missing(missing) if explain_missing else ""
                 raise TraceError(f"{path}:1: header: missing {','.join(missing)} (expected "
-                                 f"{','.join(columns)}, got {','.join(header) or 'nothing'})")
+                                 f"{','.join(columns)}, got {','.join(header) or 'nothing'})"
+                                 + (f": {why}" if why else ""))
             at = [header.index(c) for c in columns]
             for row in reader:
                 line = reader.line_num
@@ -561,7 +585,9 @@ def _read_named_csv(
                     if not skip_bad_rows:
                         raise TraceError(f"{path}:{line}: {exc}") from None
                     n_bad += 1
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+    except UnicodeDecodeError:
+        raise TraceError(_utf8_error(path)) from None
+    except (OSError, csv.Error) as exc:
         raise TraceError(f"{path}: cannot read {what}: {exc}") from exc
     _warn_skipped(path, n_bad)
     return results, n_duplicates, n_bad
@@ -593,6 +619,19 @@ def _unique_name(values: dict[str, str], name: str, line: int, first: dict[str, 
         raise ValueError(f"{name}: {text!r} already on line {first[text]} with different fields")
     first[text] = line
     return text
+
+
+_POD_TIMES = ("creation_time", "scheduled_time", "deletion_time")
+
+
+def _no_time_columns(missing: list[str]) -> str:
+    """A pod list without any time column (the openb ``multigpu*`` lists record only requests)."""
+    if not all(c in missing for c in _POD_TIMES):
+        return ""
+    return ("this pod list has no time columns (creation_time, scheduled_time, deletion_time), "
+            "like the openb multigpu* lists, which record only resource requests: it has no "
+            "arrivals or durations to replay; use openb_pod_list_default.csv or another list "
+            "with times")
 
 
 def load_alibaba_pods(
@@ -650,8 +689,9 @@ def load_alibaba_pods(
             raise ValueError(f"scheduled_time: {v['scheduled_time']} is before creation_time "
                              f"{v['creation_time']}")
         if deleted is not None and deleted < (created if scheduled is None else scheduled):
-            raise ValueError(f"deletion_time: {v['deletion_time']} is before "
-                             f"{'creation_time' if scheduled is None else 'scheduled_time'}")
+            before = "creation_time" if scheduled is None else "scheduled_time"
+            raise ValueError(f"deletion_time: {v['deletion_time']} is before {before} "
+                             f"{v[before]}")
         name = _unique_name(v, "name", line, first)
         if num_gpu == 0:
             return "CPU-only pods"
@@ -664,7 +704,8 @@ def load_alibaba_pods(
         return _Row(created, line, deleted - scheduled, num_gpu, v["qos"], name=name)
 
     parsed, n_duplicates, n_bad = _read_named_csv(
-        path, ALIBABA_POD_COLUMNS, parse, skip_bad_rows=skip_bad_rows, what="Alibaba pod list")
+        path, ALIBABA_POD_COLUMNS, parse, skip_bad_rows=skip_bad_rows, what="Alibaba pod list",
+        explain_missing=_no_time_columns)
     rows = [r for r in parsed if isinstance(r, _Row)]
     dropped = Counter(r for r in parsed if isinstance(r, str))
     return _select(

@@ -6,20 +6,28 @@ for a given seed. Trace replay (any format of dlclusterenv.traces: Philly CSV or
 Alibaba 2023 pods) maps each trace job to an all-reduce job (GPUs -> workers, no PS: the traces'
 jobs ran all-reduce or on one GPU), or with `comm: ps` to a PS/worker job with PS =
 ceil(workers / ps_ratio), and a model drawn from the scenario's model mix by the seed's generator
-(numpy default_rng([seed, 7])), one weighted draw per job in trace order. The trace's duration is kept as the job's size:
-its convergence curve is stretched (epoch_scale) so that it converges after about duration / ideal
-epoch time epochs (the epoch time of its (p, w) with no contention or network cost), capped by the
-model's epoch budget. What the trace does not say is synthetic, and every such job lists it in
-`JobSpec.synthetic` (and the `synthetic` column of jobs.csv): the model, num_ps (and comm), epoch_scale,
-shard_nodes, and the user where the trace has none (Philly CSV, Alibaba; jobs are then spread
-round-robin over `users`).
+(numpy default_rng([seed, 7])), one weighted draw per job in trace order.
+
+Replay rule (duration-preserving): a trace job's measured duration is the time it took at the size
+it ran, so its work (`JobSpec.work_steps`, local batches) is what its drawn model does in that time
+at the trace's placement under the speed model: duration x speed, the speed of the job alone on the
+empty cluster, consolidated on as few nodes as hold its workers (`replay_work`). Run that way it
+takes exactly its trace duration, so its GPU-seconds are the trace's; the scheduler's placement,
+size and sharing change it from there through the speed model. Nothing is capped or floored (a
+job may run beyond its model's epoch budget, which its view then reports). What the trace does not
+say is synthetic, and every such job lists it in `JobSpec.synthetic` (and the `synthetic` column
+of jobs.csv): the model, num_ps (and comm), work_steps (its duration is real, its unit the drawn
+model's batches), shard_nodes, and the user where the trace has none
+(Philly CSV, Alibaba; jobs are then spread round-robin over `users`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -39,7 +47,9 @@ from .config import (
     resolve,
     validate,
 )
-from .jobs import JobSpec, convergence_epoch
+from .jobs import Job, JobSpec
+from .sim import DEFAULT_PACKING
+from .speed import alone_speed
 from .traces import TraceError, TraceSet, TraceWarning, _parse_time, data_path, load_trace
 
 
@@ -312,7 +322,7 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
             durations = [j.duration_s for j in trace.jobs]
             ids = [j.job_id for j in trace.jobs]
             trace_users = [j.user for j in trace.jobs]
-            synthetic = ("model", "num_ps", "comm", "epoch_scale", "shard_nodes")
+            synthetic = ("model", "num_ps", "comm", "work_steps", "shard_nodes")
             if any(u is None for u in trace_users):
                 synthetic += ("user",)
         for i, (jid, at, g, dur) in enumerate(zip(ids, arrivals, gpus, durations)):
@@ -333,7 +343,7 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
                 nw = int(g)
                 comm = w.comm or "allreduce"
                 nps = max(1, math.ceil(nw / w.ps_ratio)) if comm == "ps" else 0
-                scale = _scale_for_duration(m, nps, nw, float(dur), w.data_fraction)
+                scale = 1.0  # unused: replay_work sets the job's work below
                 user = trace_users[i] or f"u{i % w.users}"
                 line = trace.jobs[i].line
                 row = f"jobs[{line - 1}]" if w.trace.format == "philly_json" else f"line {line}"
@@ -356,19 +366,109 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
                 )
             )
     _check_fits(specs, origins, cluster, zoo, where)
+    if w.kind == "trace":
+        specs = [replay_work(s, float(dur), cluster, zoo.models[s.model])
+                 for s, dur in zip(specs, durations)]
     return specs
 
 
-def _scale_for_duration(m, p: int, w: int, duration_s: float, fraction: float = 1.0) -> float:
-    """epoch_scale that makes the job converge after about duration / ideal epoch time epochs.
+def trace_placement(cluster: Cluster, m: ModelSpec, p: int, w: int) -> tuple[list[int], list[int]]:
+    """(PS nodes, worker nodes) of a trace job as it ran: consolidated on the empty cluster.
 
-    Ideal: no communication; a sync step does one local batch per worker and its PS apply all w
-    gradients, an async worker applies its own."""
-    update = (m.ps_update_s * (w if m.sync else 1) / p) if p else 0.0
-    batch_s = (m.step_compute_s + m.step_overhead_s + update) / w  # per local batch, job-wide
-    spe = max(1, round(m.steps_per_epoch * fraction))  # Job.steps_per_epoch
-    target = min(max(duration_s / (batch_s * spe), 1.0), m.convergence.max_epochs)
-    return target / convergence_epoch(m)
+    Choice (the traces do not record machines, except Philly's job log): the fewest nodes, filled
+    in order of how many workers of the model each holds (ties: node order). An Alibaba pod is on
+    one machine by construction, and Philly's scheduler places for locality first (Jeon et al.,
+    ATC'19, Sec. 2). PS i sits on the node of worker i (mod the nodes used)."""
+    room = _room(_free(cluster), m.worker)
+    workers: list[int] = []
+    for node in np.argsort(-room, kind="stable"):
+        workers += [int(node)] * int(min(room[node], w - len(workers)))
+        if len(workers) == w:
+            break
+    used = list(dict.fromkeys(workers))
+    return [used[i % len(used)] for i in range(p)], workers
+
+
+def trace_speed(spec: JobSpec, cluster: Cluster, m: ModelSpec) -> float:
+    """Local batches/s of the job alone at its trace placement (speed.alone_speed)."""
+    ps_nodes, w_nodes = trace_placement(cluster, m, spec.num_ps, spec.num_workers)
+    job = Job(spec, m, np.random.default_rng(0), total_epochs=1)
+    return alone_speed(cluster, job, ps_nodes, w_nodes, cluster.config.overheads, DEFAULT_PACKING)
+
+
+def replay_work(spec: JobSpec, duration_s: float, cluster: Cluster, m: ModelSpec) -> JobSpec:
+    """The job with the work that its trace duration is at the trace's placement: duration x
+    `trace_speed`, so that running it that way takes `duration_s` and its GPU-seconds are the
+    trace's. The speed model is deterministic (a scheduler's measurements carry a 2% bias, the
+    truth none), so this holds to rounding."""
+    return dataclasses.replace(spec, work_steps=duration_s * trace_speed(spec, cluster, m))
+
+
+# A replay this small or this idle compares schedulers on almost nothing: say so, with numbers.
+FEW_JOBS = 20
+LOW_LOAD = 0.05
+
+
+@dataclass(frozen=True)
+class ReplaySummary:
+    """What a trace replay offers the simulated cluster, printed by `dlcluster run|evaluate`.
+
+    Offered load = GPU-seconds / (the simulated cluster's GPUs x the span from the first to the
+    last submit selected): the trace's (duration x GPUs of the rows selected) and the
+    simulation's (each generated job's run time at its trace placement x its workers, seed 0),
+    which the replay rule makes equal unless the mapping changed a job."""
+
+    trace: TraceSet
+    cluster: str
+    cluster_gpus: int
+    span_s: float
+    trace_gpu_s: float
+    sim_gpu_s: float
+    n_jobs: int  # jobs the simulation replays
+
+    def load(self, gpu_s: float) -> float:
+        """Fraction of the cluster's GPU capacity over the span (nan for a span of 0)."""
+        return gpu_s / (self.cluster_gpus * self.span_s) if self.span_s > 0 else math.nan
+
+    def lines(self) -> list[str]:
+        def load(gpu_s: float) -> str:
+            return f"{gpu_s / 3600:,.1f} GPU-h = {self.load(gpu_s):.1%} of capacity"
+
+        return [
+            self.trace.report(),
+            f"replay: {self.n_jobs:,} jobs over {self.span_s / 86400:,.2f} days of submits on "
+            f"cluster {self.cluster!r} ({self.cluster_gpus:,} GPUs); offered load: trace "
+            f"{load(self.trace_gpu_s)}, simulation {load(self.sim_gpu_s)}",
+        ]
+
+    def warnings(self) -> list[str]:
+        out = []
+        if self.n_jobs < FEW_JOBS:
+            out.append(f"the window selects only {self.n_jobs:,} of the trace's "
+                       f"{self.trace.n_rows:,} replayable jobs: move start/end to where the trace "
+                       "has jobs")
+        if self.span_s > 0 and self.load(self.sim_gpu_s) < LOW_LOAD:
+            out.append(f"offered load is {self.load(self.sim_gpu_s):.2%} of cluster "
+                       f"{self.cluster!r}'s {self.cluster_gpus:,} GPUs over the span (below "
+                       f"{LOW_LOAD:.0%}): the cluster is mostly idle and schedulers will barely "
+                       "differ; pick a busier window or a smaller cluster")
+        return out
+
+
+def replay_summary(scenario: str | Path | Scenario | dict, trace: TraceSet) -> ReplaySummary:
+    """The replay's summary for a trace scenario (builds its jobs for seed 0)."""
+    sc, cluster, zoo, specs = build(scenario, 0)
+    submits = [j.submit_s for j in trace.jobs]
+    return ReplaySummary(
+        trace=trace,
+        cluster=cluster.config.name,
+        cluster_gpus=cluster.n_gpus,
+        span_s=max(submits) - min(submits) if submits else 0.0,
+        trace_gpu_s=sum(j.duration_s * j.num_gpus for j in trace.jobs),
+        sim_gpu_s=sum(s.num_workers * s.work_steps / trace_speed(s, cluster, zoo.models[s.model])
+                      for s in specs),
+        n_jobs=len(specs),
+    )
 
 
 def _free(cluster: Cluster) -> np.ndarray:

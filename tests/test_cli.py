@@ -113,6 +113,21 @@ def test_a_run_failure_exits_1_a_usage_error_2(tmp_path):
     assert rc("run", "--nope").returncode == 2  # argparse's own usage errors
 
 
+def test_evaluate_resume_keeps_saved_runs(tmp_path):
+    out = tmp_path / "a"
+    args = ["evaluate", "--scenario", "tiny", "--policies", "fifo", "--seeds", "2", "--out",
+            str(out), "--workers", "1"]
+    assert main(args) == 0
+    first = (out / "jobs.csv").read_bytes()
+    (out / "per_run" / "fifo.seed1.json").unlink()
+    (out / "jobs.csv").unlink()
+    saved = (out / "per_run" / "fifo.seed0.json").stat().st_mtime_ns
+    assert main(args + ["--resume"]) == 0
+    assert (out / "jobs.csv").read_bytes() == first
+    assert (out / "per_run" / "fifo.seed0.json").stat().st_mtime_ns == saved  # not rerun
+    assert (out / "per_run" / "fifo.seed1.json").exists()
+
+
 def test_bad_evaluate_arguments_exit_2_naming_them(capsys):
     assert main(["evaluate", "--scenario", "tiny", "--policies", "fifo", "--seeds", "0"]) == 2
     assert "--seeds must be at least 1, got 0" in capsys.readouterr().err

@@ -140,14 +140,88 @@ def test_learned_spec_goes_to_agents_learned(monkeypatch, tmp_path):
     assert res[0].policy == "ppo:model.zip" and res[0].summary == res[1].summary
 
 
-def test_a_failed_run_stops_the_sweep_and_writes_nothing(monkeypatch, tmp_path):
+def test_a_failed_run_stops_the_sweep_keeping_only_the_finished_runs(monkeypatch, tmp_path):
     def run_learned(spec, scenario, seed):
         raise FileNotFoundError(spec.partition(":")[2])
 
     monkeypatch.setitem(sys.modules, "agents.learned", types.SimpleNamespace(run_learned=run_learned))
     with pytest.raises(FileNotFoundError, match="missing.zip"):
         evaluate("tiny", ["fifo", "ppo:missing.zip"], 1, tmp_path / "ev", workers=1, progress=False)
-    assert not (tmp_path / "ev").exists()
+    assert sorted(p.name for p in (tmp_path / "ev").rglob("*")) == ["fifo.seed0.json", "per_run"]
+    with pytest.raises(FileNotFoundError, match="missing.zip"):  # nothing saved: nothing left
+        evaluate("tiny", ["ppo:missing.zip"], 1, tmp_path / "ev2", workers=1, progress=False)
+    assert not (tmp_path / "ev2").exists()
+
+
+def test_resume_reruns_only_missing_runs_and_gives_the_same_bytes(out, monkeypatch, tmp_path):
+    """An evaluation stopped part way (here: per-run files and CSVs deleted after the fact, and a
+    sweep that fails at its third run) is completed by --resume into CSVs byte-identical to an
+    uninterrupted evaluation's, running only the runs that were missing."""
+    import dlclusterenv.evaluate as ev
+
+    ran = []
+    real = ev.run_one
+
+    def counting(scenario, policy, seed):
+        if len(ran) == 2:
+            raise KeyboardInterrupt  # the user stops the sweep after two runs
+        ran.append((policy, seed))
+        return real(scenario, policy, seed)
+
+    monkeypatch.setattr(ev, "run_one", counting)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate("tiny", POLICIES, SEEDS, tmp_path, workers=1, progress=False)
+    assert sorted(p.name for p in (tmp_path / "per_run").iterdir()) == [
+        "fifo.seed0.json", "fifo.seed1.json"]
+    assert not (tmp_path / "runs.csv").exists()
+    ran.clear()
+    monkeypatch.setattr(ev, "run_one", lambda *a: (ran.append(a[1:]), real(*a))[1])
+    evaluate("tiny", POLICIES, SEEDS, tmp_path, workers=1, progress=False, resume=True)
+    assert ran == [(p, s) for p in POLICIES[1:] for s in range(SEEDS)]
+    for name in ("runs.csv", "jobs.csv"):
+        assert (out / name).read_bytes() == (tmp_path / name).read_bytes(), name
+    # delete some finished runs and the CSVs: resume reruns exactly those
+    for name in ("random.seed1.json", "gandiva.seed0.json"):
+        (tmp_path / "per_run" / name).unlink()
+    for name in ("runs.csv", "jobs.csv", "timing.csv"):
+        (tmp_path / name).unlink()
+    ran.clear()
+    evaluate("tiny", POLICIES, SEEDS, tmp_path, workers=1, progress=False, resume=True)
+    assert ran == [("random", 1), ("gandiva", 0)]
+    for name in ("runs.csv", "jobs.csv"):
+        assert (out / name).read_bytes() == (tmp_path / name).read_bytes(), name
+    # without --resume every run is done again
+    ran.clear()
+    evaluate("tiny", ["fifo"], 1, tmp_path, workers=1, progress=False)
+    assert ran == [("fifo", 0)]
+
+
+def test_resume_refuses_runs_saved_for_another_scenario(tmp_path):
+    evaluate("tiny", ["fifo"], 1, tmp_path, workers=1, progress=False)
+    with pytest.raises(EvaluateError, match=r"--resume: .*fifo.seed0.json was run on another "
+                       "scenario"):
+        evaluate("default", ["fifo"], 1, tmp_path, workers=1, progress=False, resume=True)
+    (tmp_path / "per_run" / "fifo.seed0.json").write_text("{not json")
+    with pytest.raises(EvaluateError, match=r"fifo.seed0.json: not a saved run"):
+        evaluate("tiny", ["fifo"], 1, tmp_path, workers=1, progress=False, resume=True)
+
+
+def test_small_gpu_utilisation_is_not_printed_as_zero():
+    from rich.console import Console
+
+    from dlclusterenv.evaluate import _fmt
+
+    assert _fmt(0.000412, 0.00001, "gpu_util") == "0.0412% ± 0.0010%"
+    assert _fmt(0.0066, 0.0002, "gpu_util") == "0.660% ± 0.020%"
+    assert _fmt(0.734, 0.01, "gpu_util") == "73.4% ± 1.0%"
+    assert _fmt(0.000412, 0.00001) == "0.000 ± 0.000"  # other metrics keep their format
+    row = {"policy": "fifo", "unfinished": 0, **{k: (1.0, 0.0) for k in
+                                                 ("avg_jct_s", "p95_jct_s", "makespan_s",
+                                                  "avg_queue_s", "cross_node_gb", "jain_index",
+                                                  "decision_latency_ms")}}
+    pipe = io.StringIO()
+    print_leaderboard([{**row, "gpu_util": (0.000412, 0.0)}], console=Console(file=pipe, width=250))
+    assert "0.0412% ± 0.0000%" in pipe.getvalue()
 
 
 def test_ci95_is_student_t():

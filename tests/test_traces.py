@@ -333,7 +333,8 @@ GOOD_POD = "p0,1000,1024,1,1000,,LS,Running,0,100,10"
         ("p1,1000,lots,1,1000,,LS,Running,0,100,10", "memory_mib: not a number"),
         ("p1,1000,1024,1,1000,,LS,Running,,100,10", "creation_time: missing value"),
         ("p1,1000,1024,1,1000,,LS,Running,50,100,10", "scheduled_time: 10 is before creation_time"),
-        ("p1,1000,1024,1,1000,,LS,Running,0,5,10", "deletion_time: 5 is before scheduled_time"),
+        ("p1,1000,1024,1,1000,,LS,Running,0,5,10", "deletion_time: 5 is before scheduled_time 10"),
+        ("p1,1000,1024,1,1000,,LS,Running,20,5,", "deletion_time: 5 is before creation_time 20"),
         ("p1,1000,1024,1,1000,,LS,Running,0,nan,10", "deletion_time: must be a finite number"),
         ("p1,1000,1024,1,1000,,LS,Running,0,100", "fields: expected 11"),
         (",1000,1024,1,1000,,LS,Running,0,100,10", "name: missing value"),
@@ -444,3 +445,29 @@ def test_job_log_and_csv_agree_on_real_rows(philly, tmp_path):
     from_json = load_philly_json(_json(tmp_path, entries))
     assert [(j.job_id, j.submit_s, j.duration_s, j.num_gpus) for j in from_json] == [
         (j.job_id, j.submit_s - rows[0].submit_s, j.duration_s, j.num_gpus) for j in rows]
+
+
+@pytest.mark.parametrize("fmt", ["philly_csv", "alibaba_csv", "philly_json"])
+def test_bad_utf8_names_the_line_and_the_byte_offset_in_the_file(tmp_path, fmt):
+    """The bad byte sits past the decoder's first chunk (8 KiB), where its own position would be
+    counted from the chunk, not the file."""
+    from dlclusterenv.traces import load_trace
+
+    if fmt == "philly_csv":
+        head = "timestamp,duration,num_gpus,gpu_time,cluster\n"
+        good = "".join(f"2017-10-01 00:00:{i % 60:02d},{i + 1}.0,1,{i + 1}.0,vc1\n"
+                       for i in range(600))
+    elif fmt == "alibaba_csv":
+        head = POD_HEADER
+        good = "".join(f"p{i},1000,1024,1,1000,,LS,Running,{i},{i + 100},{i}\n" for i in range(600))
+    else:
+        head, good = "[\n", "".join(f'"padding {i}",\n' for i in range(600))
+    data = (head + good).encode() + b"bad \xff byte\n"
+    path = tmp_path / "t.txt"
+    path.write_bytes(data)
+    offset = data.index(b"\xff")
+    line = data[:offset].count(b"\n") + 1
+    assert offset > 8192
+    with pytest.raises(TraceError, match=rf"{path}:{line}: not UTF-8: byte 0xff at byte offset "
+                       rf"{offset:,} of the file \(byte 5 of line {line}\)"):
+        load_trace(path, fmt)

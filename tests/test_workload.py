@@ -14,10 +14,14 @@ import baselines
 from dlclusterenv import ConfigError, make_sim
 from dlclusterenv.cluster import build_cluster
 from dlclusterenv.config import load_zoo
-from dlclusterenv.jobs import convergence_epoch
+from dlclusterenv.jobs import Job
 from dlclusterenv.profiles import shared_dir
 from dlclusterenv.traces import TraceError
-from dlclusterenv.workload import Scenario, generate_jobs, load_scenario, prepare
+from dlclusterenv.sim import DEFAULT_PACKING
+from dlclusterenv.speed import alone_speed
+from dlclusterenv.workload import (
+    Scenario, generate_jobs, load_scenario, prepare, replay_summary, trace_placement,
+)
 
 ZOO = load_zoo()
 TINY = build_cluster("tiny")
@@ -95,15 +99,46 @@ def test_philly_replay_is_labelled_synthetic_and_follows_durations():
     trace = load_philly_csv(shared_dir() / "traces/philly_jobs.csv", vc="11cb48",
                             start="2017-10-09", end="2017-10-16", first_n=300)
     assert [s.num_workers for s in specs] == [j.num_gpus for j in trace.jobs]
-    # longer trace jobs get at least as many epochs as shorter ones of the same model and size
-    by_key: dict = {}
+    # the replay keeps each job's trace duration at its trace placement, uncapped
     for s, j in zip(specs, trace.jobs):
-        by_key.setdefault((s.model, s.num_workers), []).append(
-            (j.duration_s, convergence_epoch(ZOO.models[s.model], s.epoch_scale)))
-    for pairs in by_key.values():
-        pairs.sort()
-        epochs = [e for _, e in pairs]
-        assert epochs == sorted(epochs)
+        m = ZOO.models[s.model]
+        ps, ws = trace_placement(cluster, m, s.num_ps, s.num_workers)
+        speed = alone_speed(cluster, Job(s, m, np.random.default_rng(0), 1), ps, ws,
+                            cluster.config.overheads, DEFAULT_PACKING)
+        assert s.work_steps / speed == pytest.approx(j.duration_s, rel=1e-9)
+    # the old epoch-budget cap would have cut some of these jobs short
+    assert any(s.work_steps > ZOO.models[s.model].convergence.max_epochs
+               * ZOO.models[s.model].steps_per_epoch for s in specs)
+
+
+def _philly_rows(path: Path, rows: list[tuple[str, float, int]]) -> Path:
+    with path.open("w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["timestamp", "duration", "num_gpus", "gpu_time", "cluster"])
+        for when, dur, gpus in rows:
+            out.writerow([when, dur, gpus, dur * gpus, "vc1"])
+    return path
+
+
+def test_replayed_job_runs_its_trace_gpu_seconds_at_its_trace_size(tmp_path):
+    """Each job alone, placed consolidated (the trace placement) by FIFO: its run time at its
+    trace size is its trace duration, so its GPU-seconds are the trace's. Tolerance 1e-6
+    relative: the speed model has no noise in the truth (only the schedulers' measurements are
+    biased), so what is left is float rounding. Durations far beyond any model's epoch budget
+    (30 days) and under one epoch (5 s) are kept as they are."""
+    rows = [("2017-10-01 00:00:00", 5.0, 1), ("2017-10-02 00:00:00", 3000.0, 2),
+            ("2017-10-03 00:00:00", 7200.0, 4), ("2017-10-04 00:00:00", 30 * 86400.0, 8)]
+    trace = _philly_rows(tmp_path / "t.csv", rows)
+    sc = {"name": "t", "cluster": "tiny", "workload": {
+        "kind": "trace", "models": MIX, "trace": {"path": str(trace)}}}
+    sim = make_sim(sc, seed=3)
+    sim.run(baselines.FIFO(placer="consolidate"))
+    for (_, dur, gpus), spec in zip(rows, sim.specs):
+        job = sim.jobs[spec.job_id]
+        assert job.num_workers == gpus
+        assert (job.finish_s - job.first_start_s) * gpus == pytest.approx(dur * gpus, rel=1e-6)
+    last = sim.jobs[sim.specs[-1].job_id]
+    assert last.total_epochs > last.model.convergence.max_epochs  # not capped to the budget
 
 
 # ----------------------------------------------------------------------------- scenario files
@@ -215,7 +250,7 @@ def test_philly_job_log_replay_maps_gpus_users_and_labels_synthetic():
     ps = jobs({**TRACE_JSON, "comm": "ps"})  # as PS jobs: one PS per ps_ratio (4) workers
     assert [(s.num_workers, s.num_ps, s.comm) for s in ps] == [(1, 1, "ps"), (2, 1, "ps"), (8, 2, "ps")]
     assert [s.arrival_s for s in specs] == [0.0, 60.0, 90.0]
-    assert all(s.synthetic == ("model", "num_ps", "comm", "epoch_scale", "shard_nodes") for s in specs)
+    assert all(s.synthetic == ("model", "num_ps", "comm", "work_steps", "shard_nodes") for s in specs)
     assert specs == jobs(TRACE_JSON)  # same seed, same jobs
     assert any(jobs(TRACE_JSON, seed=k) != specs for k in range(1, 4))  # models are drawn
 
@@ -234,7 +269,7 @@ def test_alibaba_replay_on_its_node_list_cluster(tmp_path):
         ("openb-pod-0006", 1, 0, "u0")]
     metrics = sim.run(baselines.make("fifo"))
     assert metrics.jobs_finished == 3
-    assert {r.synthetic for r in metrics.jobs} == {"model;num_ps;comm;epoch_scale;shard_nodes;user"}
+    assert {r.synthetic for r in metrics.jobs} == {"model;num_ps;comm;work_steps;shard_nodes;user"}
     again = make_sim(scenario, seed=3).run(baselines.make("fifo"))
     assert again.summary() == metrics.summary()
 
@@ -260,4 +295,87 @@ def test_cli_skip_bad_rows_overrides_the_scenario_and_prints_the_count(tmp_path,
     with open(out / "jobs.csv") as f:
         rows = list(csv.DictReader(f))
     assert [r["job_id"] for r in rows] == ["openb-pod-0002", "openb-pod-0006"]
-    assert {r["synthetic"] for r in rows} == {"model;num_ps;comm;epoch_scale;shard_nodes;user"}
+    assert {r["synthetic"] for r in rows} == {"model;num_ps;comm;work_steps;shard_nodes;user"}
+
+
+# ----------------------------------------------------------------------------- replay summary
+SUMMARY_ROWS = [("2017-10-01 00:00:00", 3600.0, 2), ("2017-10-01 06:00:00", 7200.0, 4),
+                ("2017-10-01 12:00:00", 1800.0, 1), ("2017-10-05 00:00:00", 600.0, 1)]
+
+
+def _summary(tmp_path, cluster: str):
+    trace = _philly_rows(tmp_path / "t.csv", SUMMARY_ROWS)
+    sc = {"name": "t", "cluster": cluster, "workload": {
+        "kind": "trace", "models": MIX, "trace": {"path": str(trace), "end": "2017-10-02"}}}
+    scenario, selected = prepare(sc)
+    return replay_summary(scenario, selected)
+
+
+def test_replay_summary_reports_selection_span_and_offered_load(tmp_path):
+    s = _summary(tmp_path, "tiny")
+    # 3 of 4 rows in the window, 12 h of submits, 10.5 GPU-h on 8 GPUs: 37800 / (8 x 43200)
+    assert (s.n_jobs, s.span_s, s.cluster_gpus) == (3, 43200.0, 8)
+    assert s.trace_gpu_s == 37800.0 and s.sim_gpu_s == pytest.approx(37800.0, rel=1e-9)
+    text = "\n".join(s.lines())
+    assert "3 jobs selected; 1 outside the window" in text
+    assert "3 jobs over 0.50 days of submits on cluster 'tiny' (8 GPUs)" in text
+    assert "trace 10.5 GPU-h = 10.9% of capacity, simulation 10.5 GPU-h = 10.9% of capacity" in text
+    assert s.warnings() == [
+        "the window selects only 3 of the trace's 4 replayable jobs: move start/end to where the "
+        "trace has jobs"]
+
+
+def test_replay_on_a_cluster_far_larger_than_its_load_warns_with_the_numbers(tmp_path):
+    s = _summary(tmp_path, "philly")
+    low = [w for w in s.warnings() if "offered load" in w]
+    assert low == [f"offered load is {37800 / (2496 * 43200):.2%} of cluster 'philly''s 2,496 GPUs "
+                   "over the span (below 5%): the cluster is mostly idle and schedulers will "
+                   "barely differ; pick a busier window or a smaller cluster"]
+
+
+def test_cli_prints_the_replay_summary_and_warnings(tmp_path, capsys):
+    from dlclusterenv.cli import main
+
+    trace = _philly_rows(tmp_path / "t.csv", SUMMARY_ROWS)
+    path = _scenario_file(tmp_path, {"kind": "trace", "models": MIX, "trace": {"path": str(trace)}})
+    assert main(["run", "--scenario", str(path), "--policy", "fifo"]) == 0
+    err = capsys.readouterr().err
+    assert "replay: 4 jobs over 4.00 days of submits on cluster 'tiny' (8 GPUs)" in err
+    assert "warning: the window selects only 4 of the trace's 4 replayable jobs" in err
+
+
+def test_pod_list_without_time_columns_says_so(tmp_path):
+    from dlclusterenv.traces import load_alibaba_pods
+
+    pods = tmp_path / "openb_pod_list_multigpu50.csv"
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\nopenb-pod-0000,12000,16384,1,1000\n")
+    with pytest.raises(TraceError, match=rf"{pods}:1: header: missing .*: this pod list has no "
+                       r"time columns \(creation_time, scheduled_time, deletion_time\), like the "
+                       r"openb multigpu\* lists"):
+        load_alibaba_pods(pods)
+
+
+def test_tick_s_lets_optimus_resize_a_lone_job():
+    """engine.tick_s (README, Scenarios): without ticks the only decision point of a lone job is
+    its arrival, so Optimus' 600 s reallocation never happens; with 600 s ticks it resizes it."""
+    out = {}
+    for tick in (None, 600):
+        sc = {"name": "t", "cluster": "tiny", "engine": {"tick_s": tick}, "workload": {
+            "kind": "fixed", "jobs": [{"model": "ResNet-50", "arrival_s": 0, "num_workers": 1}]}}
+        sim = make_sim(sc, 0)
+        metrics = sim.run(baselines.make("optimus"))
+        job = next(iter(sim.jobs.values()))
+        out[tick] = (round(metrics.avg_jct_s), job.num_ps, job.num_workers)
+    assert out[None][1:] == (1, 1) and out[600][1:] != (1, 1)  # resized only with ticks
+    assert out[600][0] < out[None][0]
+
+
+@pytest.mark.skipif(not (shared_dir() / "traces/philly_jobs.csv").exists(), reason="needs ../shared")
+def test_busy_philly_preset_loads_the_cluster():
+    """philly_busy is the README load table's busy row: most of the cluster's GPU capacity over its
+    day of submits, where the one-VC `philly` week offers under 1%."""
+    scenario, trace = prepare("philly_busy")
+    s = replay_summary(scenario, trace)
+    assert (s.n_jobs, s.cluster_gpus) == (1713, 2496)
+    assert s.load(s.sim_gpu_s) == pytest.approx(0.694, abs=0.001)
+    assert s.warnings() == []
