@@ -140,6 +140,83 @@ def load_gavel(path: str | Path) -> dict[str, list[GavelPair]]:
     return out
 
 
+# ----------------------------------------------------------------------------- speed per GPU type
+_POLLUX_T4 = {"ResNet-50": "imagenet", "ResNet-18": "cifar10"}  # Gavel family -> Pollux model (T4)
+
+
+def _family_batch(job: str) -> tuple[str, int | None]:
+    """'ResNet-18 (batch size 32)' -> ('ResNet-18', 32); 'A3C' -> ('A3C', None)."""
+    if "(batch size " in job:
+        fam, rest = job.split(" (batch size ")
+        return fam, int(rest.rstrip(")"))
+    return job, None
+
+
+def gavel_alone(path: str | Path) -> dict[str, dict[str, float]]:
+    """Single-GPU steps/s alone per job type per GPU type (scale factor 1, consolidated types)."""
+    data = json.loads(Path(path).read_text())
+    out: dict[str, dict[str, float]] = {}
+    for gpu in GAVEL_GPU_TYPES:
+        for key, entry in data[gpu].items():
+            job, sf = _parse_job_key(key, f"{path}: {gpu}")
+            if sf == 1:
+                out.setdefault(job, {})[gpu] = _number(entry["null"], f"{path}: {gpu}.{key}.null")
+    return out
+
+
+def gpu_step_table(shared: str | Path) -> dict[str, dict[str, float]]:
+    """Seconds per single-GPU step per job type per GPU type, the numbers the gavel zoo carries.
+
+    k80, p100, v100: 1 / Gavel's steps/s alone. t4: Pollux's one-GPU step time (placement "1") of the
+    same network (ResNet-50 = imagenet, ResNet-18 = cifar10), linear in local batch between its
+    measured batches; a batch outside them takes the family rule: its V100 step times the T4/V100
+    ratio of the nearest batch of the same family that has a T4 figure. Families Pollux did not
+    measure get no t4 entry (the engine then refuses them on a T4).
+    """
+    shared = Path(shared)
+    alone = gavel_alone(shared / "profiles" / "gavel_throughputs.json")
+    table = {job: {g: 1.0 / v for g, v in per.items()} for job, per in alone.items()}
+    for fam, pollux in _POLLUX_T4.items():
+        rows = [r for r in load_pollux_placements(shared / "profiles" / f"pollux_{pollux}_placements.csv")
+                if r.placement == "1"]
+        bsz = np.array([r.local_bsz for r in rows], float)
+        step = np.array([r.step_time for r in rows])
+        order = np.argsort(bsz)
+        bsz, step = bsz[order], step[order]
+        jobs = sorted((b, j) for j in table for f, b in [_family_batch(j)] if f == fam)
+        inside = {b: j for b, j in jobs if bsz[0] <= b <= bsz[-1]}
+        for b, j in inside.items():
+            table[j]["t4"] = float(np.interp(b, bsz, step))
+        for b, j in jobs:
+            if b not in inside:
+                near = min(inside, key=lambda x: abs(x - b))
+                ratio = table[inside[near]]["t4"] / table[inside[near]]["v100"]
+                table[j]["t4"] = table[j]["v100"] * ratio
+    return table
+
+
+def family_rule_check(shared: str | Path) -> dict[str, float]:
+    """How well the family rule predicts a held-out job type's speed ratio between GPU types.
+
+    Each Gavel job type with a batch size is held out in turn; its k80/v100 and p100/v100 step
+    ratios are predicted by the nearest batch size of its family and compared with the measured
+    ones. Returns the median and the largest relative error over all (job type, ratio) cases.
+    """
+    table = gpu_step_table(shared)
+    errors = []
+    for job, steps in table.items():
+        fam, b = _family_batch(job)
+        peers = [(abs(_family_batch(o)[1] - b), o) for o in table
+                 if o != job and b is not None and _family_batch(o)[0] == fam]
+        if not peers:
+            continue
+        near = table[min(peers)[1]]
+        for g in ("k80", "p100"):
+            pred, true = near[g] / near["v100"], steps[g] / steps["v100"]
+            errors.append(abs(pred - true) / true)
+    return {"median": float(np.median(errors)), "max": float(np.max(errors)), "n": len(errors)}
+
+
 # ----------------------------------------------------------------------------- packing model
 def packing_speed(u_a: float, u_b: float, eps: float, gamma: float) -> float:
     """Speed of job A, relative to running alone, when it shares one GPU with job B.

@@ -11,7 +11,8 @@ sequential all-reduce message adds `network.latency_s` (an alpha-beta cost). Inp
 the shard's node to the worker over the same links (D²S Eq. 1).
 
 Step time (weak scaling: every worker computes its own local batch, as every measured source
-reports it): sync = slowest worker's compute (slowed by its CPU or GPU share) + fixed overhead +
+reports it): a worker's compute is its model's measured step on its GPU's type (`gpu_compute_s`);
+sync = slowest worker's compute (slowed by its CPU or GPU share) + fixed overhead +
 RPC cost rpc_s x (p + w) for PS jobs + X - min(overlap x compute, overlap_max x X), where X is the
 communication plus the PS update (w/p gradients per PS); async: each worker runs that loop on its
 own, and the job's speed is the sum of its workers' rates. Speeds are local batches per second.
@@ -33,7 +34,7 @@ import numpy as np
 
 from .cluster import Cluster
 from .comm import Comm, intra_base, link_capacity, n_links, pattern
-from .config import Overheads
+from .config import ModelSpec, Overheads
 from .jobs import Job
 
 
@@ -97,6 +98,30 @@ def cpu_contention(
     return eff
 
 
+class SpeedError(ValueError):
+    """A job that cannot be timed on the hardware it was given (names model and GPU type)."""
+
+
+def gpu_compute_s(model: ModelSpec, gpu_type: str, name: str = "?") -> float:
+    """One worker's compute per local batch on a GPU of `gpu_type` (cluster.gpu_type()).
+
+    A model with measurements per GPU type (`gpu_step_s`, each number's source in its zoo file) uses
+    the one for this type; a type it was not measured on is an error rather than a guess (the zoo
+    files derive missing types by their written rule, e.g. a same-family model's ratio, before the
+    numbers get here). A model without them has one speed on every GPU (`step_compute_s`), as the
+    single-type seed testbeds define it.
+    """
+    if not model.gpu_step_s:
+        return model.step_compute_s
+    try:
+        return model.gpu_step_s[gpu_type]
+    except KeyError:
+        raise SpeedError(
+            f"model {name!r} has no measured step time on GPU type {gpu_type!r} "
+            f"(gpu_step_s has {sorted(model.gpu_step_s)})"
+        ) from None
+
+
 @dataclass
 class JobPlan:
     """What a job's speed depends on besides its neighbours, cached on the job until one of its
@@ -108,6 +133,7 @@ class JobPlan:
     limit: np.ndarray  # soft limits, fraction of the node
     ps_ratio_ref: float  # PS cores reserved (0: never CPU-limited)
     w_gpu: np.ndarray  # GPU per worker, -1 for CPU-bound workers
+    w_compute: np.ndarray  # each worker's compute per local batch alone on its device
     w_ref: float  # cores a CPU-bound worker's step time is measured at
     comm: Comm
 
@@ -119,13 +145,16 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
         w_want = (m.cpu_max or m.worker.cpu) if m.compute_on == "cpu" else m.worker.cpu
         ps_nodes = np.array([t.node for t in ps], dtype=np.int64)
         w_nodes = np.array([t.node for t in ws], dtype=np.int64)
+        on_gpu = m.compute_on == "gpu"
         job.plan = JobPlan(
             task_ids=[t.task_id for t in ps + ws],
             task_node=np.concatenate([ps_nodes, w_nodes]),
             want=np.array([m.ps.cpu] * len(ps) + [w_want] * len(ws), dtype=float),
             limit=np.array([t.cpu_limit for t in ps + ws], dtype=float),
             ps_ratio_ref=m.ps.cpu,
-            w_gpu=np.array([t.gpu if m.compute_on == "gpu" else -1 for t in ws], dtype=np.int64),
+            w_gpu=np.array([t.gpu if on_gpu else -1 for t in ws], dtype=np.int64),
+            w_compute=np.array([gpu_compute_s(m, cluster.node_gpu_type[t.node], job.spec.model)
+                                if on_gpu else m.step_compute_s for t in ws], dtype=float),
             w_ref=(m.cpu_max or m.worker.cpu) if m.compute_on == "cpu" else 0.0,
             comm=pattern(m, job.spec.comm).plan(cluster, m, job.spec.shard_nodes, ps_nodes, w_nodes),
         )
@@ -191,7 +220,6 @@ def compute_rates(
     n_t = n_ps + n_w
     t_off = np.concatenate([[0], np.cumsum(n_t)[:-1]])
     sync = np.array([x.sync for x in m])
-    compute = np.array([x.step_compute_s for x in m])
     overhead = np.array([x.step_overhead_s for x in m])
     update = np.array([x.ps_update_s for x in m])
     ps_ref = np.array([p.ps_ratio_ref for p in plans])
@@ -251,7 +279,7 @@ def compute_rates(
     upd = np.where(n_ps > 0, update / np.maximum(n_ps, 1) / ps_f, 0.0)
     w_off = np.concatenate([[0], np.cumsum(n_w)[:-1]])
     # sync waits for the slowest worker, and its PS apply every worker's gradient
-    c_w = compute[w_job] / f  # each worker's compute, slowed by its GPU or CPU share
+    c_w = np.concatenate([p.w_compute for p in plans]) / f  # each worker's, slowed by its share
     slowest = np.maximum.reduceat(c_w, w_off)
     x_sync = comm + upd * n_w
     t_sync = slowest + overhead + rpc + x_sync - np.minimum(phi * slowest, omega * x_sync)

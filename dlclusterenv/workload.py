@@ -40,6 +40,7 @@ from .config import (
     validate,
 )
 from .jobs import JobSpec, convergence_epoch
+from .speed import SpeedError, gpu_compute_s
 from .traces import TraceError, TraceSet, TraceWarning, _parse_time, data_path, load_trace
 
 
@@ -410,6 +411,18 @@ def never_fits(cluster: Cluster, m: ModelSpec, p: int, w: int) -> str | None:
     return None
 
 
+def _untimed(cluster: Cluster, m: ModelSpec, name: str) -> str | None:
+    """Why a GPU model cannot be timed on some GPU type of this cluster (speed.gpu_compute_s)."""
+    if m.compute_on != "gpu":
+        return None
+    for t in sorted({cluster.node_gpu_type[n] for n in np.flatnonzero(cluster.gpus > 0)}):
+        try:
+            gpu_compute_s(m, t, name)
+        except SpeedError as e:
+            return f"{e}; cluster {cluster.config.name!r} has {t!r} GPUs"
+    return None
+
+
 def _check_fits(
     specs: list[JobSpec], origins: list[tuple[str, str]], cluster: Cluster, zoo: ModelZoo,
     where: str,
@@ -422,7 +435,7 @@ def _check_fits(
     for s, (origin, model_key) in zip(specs, origins):
         m = zoo.models[s.model]
         if s.model not in task_why:
-            task_why[s.model] = task_never_fits(cluster, m)
+            task_why[s.model] = task_never_fits(cluster, m) or _untimed(cluster, m, s.model)
         if task_why[s.model]:
             raise ConfigError(f"{where}: {model_key}: job {s.job_id}: {task_why[s.model]}")
         key = (s.model, s.num_ps, s.num_workers)

@@ -1,0 +1,117 @@
+"""GPU types change speed (issue 17): measured single-GPU speed per type, sync jobs wait for the
+slowest worker, unmeasured types are refused, presets run."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from dlclusterenv.cluster import build_cluster
+from dlclusterenv.config import CONFIG_DIR, ClusterConfig, ConfigError, ModelSpec, load_zoo
+from dlclusterenv.jobs import Job, JobSpec
+from dlclusterenv.profiles import family_rule_check, gpu_step_table, shared_dir
+from dlclusterenv.sim import DEFAULT_PACKING
+from dlclusterenv.speed import SpeedError, alone_speed
+from dlclusterenv.workload import build
+
+from helpers import model_dict
+
+GAVEL_ZOO = load_zoo(CONFIG_DIR / "zoos" / "gavel.yaml")
+
+
+def typed_cluster(*gpu_models: str, gpus: int = 1):
+    """One rack, one node per entry, each with `gpus` GPUs of that model."""
+    types = {f"t{i}": {"cpus": 32, "memory_gb": 256, "gpus": gpus, "gpu_memory_gb": 16,
+                       "gpu_model": g, "nic_MBps": 1250} for i, g in enumerate(gpu_models)}
+    return build_cluster(ClusterConfig.model_validate({
+        "name": "typed", "source": "inline test", "node_types": types,
+        "racks": [{"uplink_MBps": 1e5, "nodes": [{"type": t, "count": 1} for t in types]}],
+        "overheads": {"rpc_s": 0.0}}))
+
+
+def speed(cluster, model: str, worker_nodes, zoo=GAVEL_ZOO) -> float:
+    job = Job(JobSpec("j", model, 0.0, 0, len(worker_nodes)), zoo.models[model],
+              np.random.default_rng(0), total_epochs=1)
+    return alone_speed(cluster, job, [], worker_nodes, build_cluster("tiny").config.overheads,
+                       DEFAULT_PACKING)
+
+
+def _gavel_json():
+    path = shared_dir() / "profiles" / "gavel_throughputs.json"
+    if not path.exists():
+        pytest.skip(f"shared data file absent: {path}")
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("gpu", ["K80", "P100", "V100", "T4"])
+def test_single_gpu_speed_is_the_zoo_measurement(gpu):
+    cluster = typed_cluster(gpu)
+    for name, m in GAVEL_ZOO.models.items():
+        if gpu.lower() in m.gpu_step_s:
+            assert speed(cluster, name, [0]) == pytest.approx(1.0 / m.gpu_step_s[gpu.lower()], rel=1e-12)
+
+
+def test_single_gpu_speed_equals_gavel_json():
+    data = _gavel_json()
+    for gpu in ("k80", "p100", "v100"):
+        cluster = typed_cluster(gpu.upper())
+        got = speed(cluster, "ResNet-50-b32", [0])
+        assert got == pytest.approx(data[gpu]["('ResNet-50 (batch size 32)', 1)"]["null"], rel=1e-12)
+
+
+def test_zoo_numbers_are_the_derivation():
+    _gavel_json()
+    table = gpu_step_table(shared_dir())
+    for m in GAVEL_ZOO.models.values():
+        job = m.source.split("'")[1]
+        assert m.gpu_step_s == table[job]
+
+
+def test_family_rule_predicts_held_out_ratios_within_20_percent():
+    _gavel_json()
+    assert family_rule_check(shared_dir())["median"] <= 0.20
+
+
+def test_sync_job_runs_at_its_slowest_worker():
+    mixed = speed(typed_cluster("K80", "V100"), "ResNet-50-b32", [0, 1])
+    slow = speed(typed_cluster("K80", "K80"), "ResNet-50-b32", [0, 1])
+    fast = speed(typed_cluster("V100", "V100"), "ResNet-50-b32", [0, 1])
+    assert mixed == pytest.approx(slow, rel=1e-12)
+    assert fast > 2 * mixed
+
+
+def test_alias_v100_variants_run_at_v100_speed():
+    a = speed(typed_cluster("V100M32"), "ResNet-18-b32", [0])
+    assert a == pytest.approx(speed(typed_cluster("V100"), "ResNet-18-b32", [0]), rel=1e-12)
+
+
+def test_type_agnostic_model_ignores_gpu_type():
+    zoo = type(GAVEL_ZOO)(models={"m": ModelSpec.model_validate(
+        model_dict(compute_on="gpu", worker={"gpu": 1}, comm="allreduce", step_compute_s=0.2))})
+    assert speed(typed_cluster("K80"), "m", [0], zoo) == speed(typed_cluster("V100"), "m", [0], zoo)
+
+
+def test_unmeasured_gpu_type_is_a_clear_error():
+    with pytest.raises(SpeedError, match=r"'Transformer-b64'.*'t4'"):
+        speed(typed_cluster("T4"), "Transformer-b64", [0])
+    sc = {"name": "x", "cluster": "alibaba_types", "models_file": "configs/zoos/gavel.yaml",
+          "workload": {"kind": "uniform", "num_jobs": 2, "window_s": 10, "models": {"Transformer-b64": 1}}}
+    with pytest.raises(ConfigError, match=r"Transformer-b64.*'t4'.*alibaba_types"):
+        build(sc)
+
+
+def test_gpu_step_s_validation():
+    with pytest.raises(ValueError, match="lower case"):
+        ModelSpec.model_validate(model_dict(compute_on="gpu", worker={"gpu": 1}, gpu_step_s={"V100": 0.1}))
+    with pytest.raises(ValueError, match="compute_on is not 'gpu'"):
+        ModelSpec.model_validate(model_dict(gpu_step_s={"v100": 0.1}))
+    with pytest.raises(ValueError, match="greater than 0"):
+        ModelSpec.model_validate(model_dict(compute_on="gpu", worker={"gpu": 1}, gpu_step_s={"v100": 0}))
+
+
+@pytest.mark.parametrize("scenario", ["hetero_mixed", "alibaba_types"])
+def test_presets_build(scenario):
+    sc, cluster, zoo, jobs = build(scenario)
+    assert len(set(cluster.node_gpu_type)) >= 3 and jobs
