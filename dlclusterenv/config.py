@@ -182,6 +182,11 @@ class ModelSpec(_Strict):
         " measurements; empty: step_compute_s on every GPU; non-empty: a GPU type not listed is an"
         " error (speed.gpu_compute_s)",
     )
+    gavel_job: str | None = Field(
+        default=None,
+        description="the Gavel job type this model is, for measured co-location"
+        " (configs/colocation/gavel.yaml); None: Gandiva-scale gpu_util packing",
+    )
     step_overhead_s: float = Field(default=0.0, ge=0, description="fixed per-step cost (t1)")
     ps_update_s: float = Field(
         default=0.0, ge=0, description="PS time to apply one worker's full gradient"

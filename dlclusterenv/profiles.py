@@ -327,6 +327,143 @@ def fit_packing(records: list[GavelPair], *, gamma: float | None = None) -> Pack
     )
 
 
+# ----------------------------------------------------------------------------- asymmetric co-location
+@dataclass(frozen=True)
+class ColocationFit:
+    """Per-job sensitivity and pressure on one GPU type: job a sharing a GPU with jobs B runs at
+    ``1 / (1 + s_a * sum(p_b for b in B))`` of its alone speed (:func:`colocation_speed`).
+
+    Why this form: the symmetric utilisation model gives both jobs of a pair one factor, which alone
+    caps its error on Gavel's pairs (mean |ratio_a - ratio_b| 0.1-0.2); a job's own sensitivity and its
+    partner's pressure are the fewest per-job numbers that make a pair asymmetric. Pressures are
+    normalised to geometric mean 1, so s and p of different GPU types are on one scale.
+    """
+
+    gpu_type: str
+    sensitivity: dict[str, float]
+    pressure: dict[str, float]
+    rmse: float
+    r2: float
+
+
+def colocation_speed(s_a: float, pressures) -> float:
+    """k-way rule: a's speed relative to alone among partners of these pressures (one GPU)."""
+    return 1.0 / (1.0 + s_a * float(np.sum(pressures)))
+
+
+def _pair_obs(records: list[GavelPair]) -> list[tuple[str, str, float]]:
+    out = []
+    for r in records:
+        out.append((r.job_a, r.job_b, r.ratio_a))
+        if r.job_a != r.job_b:
+            out.append((r.job_b, r.job_a, r.ratio_b))
+    return out
+
+
+def fit_colocation(records: list[GavelPair]) -> ColocationFit:
+    """Least squares of :func:`colocation_speed` (one partner) on one GPU type's measured pairs."""
+    if not records:
+        raise ValueError("fit_colocation: no records to fit")
+    obs = _pair_obs(records)
+    jobs = sorted({o[0] for o in obs} | {o[1] for o in obs})
+    idx = {j: i for i, j in enumerate(jobs)}
+    n = len(jobs)
+    a = np.array([idx[o[0]] for o in obs])
+    b = np.array([idx[o[1]] for o in obs])
+    y = np.array([o[2] for o in obs])
+    res = least_squares(lambda z: 1.0 / (1.0 + z[a] * z[n + b]) - y, np.full(2 * n, 0.7),
+                        bounds=(0.0, np.inf), tr_solver="lsmr")
+    sens, pres = res.x[:n], res.x[n:]
+    scale = float(np.exp(np.mean(np.log(np.maximum(pres, 1e-9)))))
+    sens, pres = sens * scale, pres / scale
+    return ColocationFit(
+        gpu_type=records[0].gpu_type,
+        sensitivity=dict(zip(jobs, sens.tolist())),
+        pressure=dict(zip(jobs, pres.tolist())),
+        rmse=float(np.sqrt(np.mean(res.fun**2))),
+        r2=float(1.0 - np.sum(res.fun**2) / np.sum((y - y.mean()) ** 2)),
+    )
+
+
+def _typical(values: dict[str, float]) -> float:
+    """A job the fit has not seen gets the training jobs' geometric median."""
+    return float(np.exp(np.median(np.log(np.maximum(list(values.values()), 1e-9)))))
+
+
+def colocation_report(by_gpu: dict[str, list[GavelPair]]) -> dict:
+    """In-sample fit per GPU type; leave one model family out (its jobs get the typical s and p of
+    the rest, the engine's rule for a model Gavel did not measure); leave one GPU type out (each job
+    gets the geometric mean of its s and p on the other types, the engine's rule for a GPU type
+    Gavel did not measure). RMSE against a constant (the training pairs' mean) beside each."""
+    types = [g for g in GAVEL_GPU_TYPES if by_gpu.get(g)]
+    fits = {g: fit_colocation(by_gpu[g]) for g in types}
+    out: dict = {"in_sample": {g: {"r2": f.r2, "rmse": f.rmse, "n": len(_pair_obs(by_gpu[g]))}
+                               for g, f in fits.items()}}
+    err, const = [], []
+    for g in types:
+        fams = sorted({_family_batch(j)[0] for r in by_gpu[g] for j in (r.job_a, r.job_b)})
+        for fam in fams:
+            held = lambda j: _family_batch(j)[0] == fam  # noqa: E731
+            train = [r for r in by_gpu[g] if not (held(r.job_a) or held(r.job_b))]
+            test = [o for o in _pair_obs(by_gpu[g]) if held(o[0]) or held(o[1])]
+            if not train or not test:
+                continue
+            f = fit_colocation(train)
+            s0, p0 = _typical(f.sensitivity), _typical(f.pressure)
+            mean = np.mean([o[2] for o in _pair_obs(train)])
+            for ja, jb, y in test:
+                pred = colocation_speed(f.sensitivity.get(ja, s0), [f.pressure.get(jb, p0)])
+                err.append(pred - y)
+                const.append(mean - y)
+    out["leave_family_out"] = {"rmse": _rms(err), "constant_rmse": _rms(const), "n": len(err)}
+    out["leave_gpu_out"] = {}
+    for g in types:
+        rest = [fits[h] for h in types if h != g]
+        gm = lambda key, j: float(np.exp(np.mean([np.log(max(getattr(f, key)[j], 1e-9))  # noqa: E731
+                                                  for f in rest if j in getattr(f, key)])))
+        mean = np.mean([o[2] for h in types if h != g for o in _pair_obs(by_gpu[h])])
+        e, c = [], []
+        for ja, jb, y in _pair_obs(by_gpu[g]):
+            e.append(colocation_speed(gm("sensitivity", ja), [gm("pressure", jb)]) - y)
+            c.append(mean - y)
+        out["leave_gpu_out"][g] = {"rmse": _rms(e), "constant_rmse": _rms(c), "n": len(e)}
+    return out
+
+
+def colocation_table(by_gpu: dict[str, list[GavelPair]]) -> dict:
+    """What configs/colocation/gavel.yaml carries: per GPU type, each job's fitted [sensitivity,
+    pressure] and each measured pair's [job_a, job_b, ratio_a, ratio_b]."""
+    out = {}
+    for g in GAVEL_GPU_TYPES:
+        f = fit_colocation(by_gpu[g])
+        out[g] = {"fit": {j: [f.sensitivity[j], f.pressure[j]] for j in sorted(f.sensitivity)},
+                  "pairs": [[r.job_a, r.job_b, r.ratio_a, r.ratio_b] for r in by_gpu[g]]}
+    return out
+
+
+# Gandiva Table 1 (seed 002, "Packing multiple jobs on P40"): Packing Max / Time Slicing, mb/s, for
+# the two jobs with a Gavel family (the issue's checkable pair); never used in any fit.
+GANDIVA_PACKING = {"ResNet-50": (9.0, 10.3), "LM": (53.0, 63.8)}
+
+
+def gandiva_packing_check(colocation, batches=None) -> dict:
+    """Predict Gandiva Table 1's packing gain on a P40 (a type Gavel did not measure, so the
+    geometric-mean rule applies) with the k-way rule: two copies of the job packed, aggregate
+    throughput over time-slicing's (one job's alone speed; the 0.1 s per 60 s switch is ignored).
+    Gandiva names no batch size, so every Gavel batch size of the family is shown."""
+    out = {}
+    for fam, (packed, sliced) in GANDIVA_PACKING.items():
+        jobs = sorted({j for f in colocation.fit.values() for j in f if _family_batch(j)[0] == fam},
+                      key=lambda j: _family_batch(j)[1] or 0)
+        pred = {j: float(colocation.factors("p40", [j, j]).sum()) for j in jobs}
+        out[fam] = {"measured": packed / sliced, "predicted": pred}
+    return out
+
+
+def _rms(x) -> float:
+    return float(np.sqrt(np.mean(np.square(x))))
+
+
 # ----------------------------------------------------------------------------- Pollux
 @dataclass(frozen=True)
 class PolluxPlacement:

@@ -19,11 +19,11 @@ import numpy as np
 
 from .api import ClusterView, Decision, DecisionError, JobView, Scheduler, TaskView
 from .cluster import Cluster
-from .config import ModelZoo
+from .config import CONFIG_DIR, ModelZoo
 from .jobs import DONE, PENDING, RUNNING, Job, JobSpec, Task, convergence_epoch, stop_delta
 from .metrics import Metrics, summarize
 from .comm import link_capacity, pattern
-from .speed import PackingModel, Rates, alone_speed, compute_rates
+from .speed import Colocation, PackingModel, Rates, alone_speed, compute_rates
 
 EPS = 1e-9
 # Consecutive steps of the engine (loop turns of advance(), across calls) that may leave the clock
@@ -32,8 +32,10 @@ STALL_LIMIT = 1000
 # Packing slowdown fitted to Gavel's co-location throughputs (stanford-futuredata/gavel @c4fa400,
 # ../shared/profiles/gavel_throughputs.json), pooled over k80/p100/v100, 976 pairs, rmse 0.17:
 # eps = 0.319 with gamma held at 1, since the data do not pin gamma (rmse flat over 0.5..4).
-# Reproduce with `python -m dlclusterenv.profiles`.
-DEFAULT_PACKING = PackingModel(eps=0.319, gamma=1.0)
+# Reproduce with `python -m dlclusterenv.profiles`. Jobs with a Gavel job type use the measured
+# pairs and the per-type fit instead (speed.Colocation).
+DEFAULT_PACKING = PackingModel(eps=0.319, gamma=1.0,
+                               colocation=Colocation.load(CONFIG_DIR / "colocation" / "gavel.yaml"))
 
 
 def _arrival_order(job: Job) -> tuple[float, str]:

@@ -22,13 +22,15 @@ CPU: the tasks on a node share its cores by max-min fairness over what each can 
 (work-conserving, FlowCon §3); where an opt-in `cpu_switch_s` is set, tasks time-sliced on a
 node's cores lose the context-switch cost per CFS slice (`cpu_contention`). GPU: workers sharing a
 GPU are time-sliced (1/n each, less the suspend/resume cost per quantum, Gandiva §3) or, when the
-GPU is set to pack, run together with the slowdown calibrated from Gavel's co-location
-measurements (profiles.packing_speed).
+GPU is set to pack, run together: where every job on the GPU names its Gavel job type
+(`ModelSpec.gavel_job`), each gets its own factor from Gavel's measurements (`Colocation`);
+otherwise one symmetric slowdown from the models' Gandiva-scale `gpu_util` (profiles.packing_speed).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -38,12 +40,64 @@ from .config import ModelSpec, Overheads
 from .jobs import Job
 
 
+class Colocation:
+    """Measured co-location per GPU type (configs/colocation/gavel.yaml, source and derivation there).
+
+    Rules, in order, for the jobs packed on one GPU of type T (all with a Gavel job type):
+    1. two jobs whose pair Gavel measured on T: each its own measured factor (asymmetric);
+    2. otherwise the fitted k-way rule, job a at 1 / (1 + s_a * sum of its partners' p)
+       (profiles.fit_colocation), with s and p of type T;
+    3. a type Gavel did not measure (P40, T4, ...): each job's geometric mean of s and p over the
+       measured types (scored as "leave one GPU type out" by `dlcluster fidelity`);
+    4. a Gavel job type without a fit on any type: the typical job's s and p (geometric median,
+       "leave one family out" there).
+    """
+
+    def __init__(self, data: dict, where: str = "colocation"):
+        self.pairs: dict[tuple[str, str, str], float] = {}
+        self.fit: dict[str, dict[str, tuple[float, float]]] = {}
+        try:
+            for gpu, entry in data.items():
+                self.fit[gpu] = {j: (float(s), float(p)) for j, (s, p) in entry["fit"].items()}
+                for a, b, ra, rb in entry["pairs"]:
+                    self.pairs[gpu, a, b], self.pairs[gpu, b, a] = float(ra), float(rb)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ValueError(f"{where}: expected {{gpu: {{fit: {{job: [s, p]}}, pairs: [[a, b, ra, rb]]}}}}: {e!r}") from None
+        jobs = {j for f in self.fit.values() for j in f}
+        self._mean = {j: tuple(np.exp(np.mean([np.log(np.maximum(f[j], 1e-12)) for f in self.fit.values()
+                                               if j in f], axis=0))) for j in jobs}
+        logs = np.log(np.maximum(np.array(list(self._mean.values())), 1e-12))
+        self._typical = tuple(np.exp(np.median(logs, axis=0))) if len(logs) else (1.0, 1.0)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Colocation":
+        from .config import read_yaml
+
+        return cls(read_yaml(path), str(path))
+
+    def _sp(self, gpu: str, job: str) -> tuple[float, float]:
+        fit = self.fit.get(gpu)
+        if fit is not None and job in fit:
+            return fit[job]
+        return self._mean.get(job, self._typical)
+
+    def factors(self, gpu: str, jobs: list[str]) -> np.ndarray:
+        """Each job's speed over its speed alone when `jobs` share one GPU of type `gpu`."""
+        if len(jobs) == 2 and (gpu, jobs[0], jobs[1]) in self.pairs:
+            return np.array([self.pairs[gpu, jobs[0], jobs[1]], self.pairs[gpu, jobs[1], jobs[0]]])
+        sp = np.array([self._sp(gpu, j) for j in jobs])
+        others = sp[:, 1].sum() - sp[:, 1]
+        return 1.0 / (1.0 + sp[:, 0] * others)
+
+
 @dataclass(frozen=True)
 class PackingModel:
-    """Fitted by `python -m dlclusterenv.profiles` on Gavel's v100/p100/k80 pairs (see config)."""
+    """Fitted by `python -m dlclusterenv.profiles` on Gavel's v100/p100/k80 pairs (see config);
+    `colocation` takes over where every job on a GPU names its Gavel job type."""
 
     eps: float
     gamma: float
+    colocation: Colocation | None = field(default=None, compare=False)
 
 
 def waterfill(capacity: float, caps: np.ndarray) -> np.ndarray:
@@ -247,6 +301,14 @@ def compute_rates(
     k = np.maximum(cnt[g], 1)
     # profiles.packing_speed, vectorised: (1 - eps) * min(1, 1 / sum of utilisations) ** gamma
     packed = (1.0 - packing.eps) * np.minimum(1.0, 1.0 / np.maximum(util_sum[g], 1e-12)) ** packing.gamma
+    if packing.colocation is not None:
+        gavel = [x.gavel_job for x in m]
+        for gid in np.flatnonzero((cnt[: cluster.n_gpus] >= 2) & (mode[: cluster.n_gpus] == 1)):
+            ws = np.flatnonzero(on_gpu & (g == gid))
+            names = [gavel[w_job[i]] for i in ws]
+            if None not in names:
+                gpu = cluster.node_gpu_type[cluster.gpu_node[gid]]
+                packed[ws] = packing.colocation.factors(gpu, names)
     f_gpu = np.where(k == 1, 1.0, np.where(mode[g] == 1, packed, switch / k))
     w_ref = np.array([p.w_ref for p in plans])[w_job]
     f_cpu = np.where(w_ref > 0, eff[w_idx] / np.where(w_ref > 0, w_ref, 1.0), 1.0)

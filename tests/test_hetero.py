@@ -115,3 +115,73 @@ def test_gpu_step_s_validation():
 def test_presets_build(scenario):
     sc, cluster, zoo, jobs = build(scenario)
     assert len(set(cluster.node_gpu_type)) >= 3 and jobs
+
+
+# ----------------------------------------------------------------------------- co-location
+from dlclusterenv.api import Decision  # noqa: E402
+from dlclusterenv.profiles import colocation_report, colocation_table, load_gavel  # noqa: E402
+from dlclusterenv.sim import Simulator  # noqa: E402
+from dlclusterenv.speed import Colocation  # noqa: E402
+
+COLOC = Colocation.load(CONFIG_DIR / "colocation" / "gavel.yaml")
+
+
+def packed_speeds(gpu_model: str, models: list[str], mode: str = "pack") -> dict[str, float]:
+    """Each job's speed over its alone speed, all single-GPU jobs on GPU 0 of one node."""
+    cluster = typed_cluster(gpu_model)
+    specs = [JobSpec(f"j{i}", m, 0.0, 0, 1) for i, m in enumerate(models)]
+    sim = Simulator(cluster, specs, GAVEL_ZOO, seed=0)
+    sim.apply(Decision(place={f"j{i}/w0": ("r0-n0", 0) for i in range(len(models))},
+                       gpu_mode={"r0-n0/g0": mode}))
+    speed = sim.rates().speed
+    t = cluster.node_gpu_type[0]
+    return [speed[f"j{i}"] * GAVEL_ZOO.models[m].gpu_step_s[t] for i, m in enumerate(models)]
+
+
+def test_measured_pair_gives_each_job_its_own_factor():
+    got = packed_speeds("V100", ["ResNet-50-b32", "A3C"])
+    want = [COLOC.pairs["v100", "ResNet-50 (batch size 32)", "A3C"],
+            COLOC.pairs["v100", "A3C", "ResNet-50 (batch size 32)"]]
+    assert got == pytest.approx(want, rel=1e-9)
+    assert abs(want[0] - want[1]) > 0.05  # the pair is asymmetric
+
+
+def test_k_way_packing_uses_the_fitted_rule():
+    models = ["ResNet-18-b32", "LM-b20", "A3C"]
+    got = packed_speeds("P100", models)
+    sp = [COLOC.fit["p100"][GAVEL_ZOO.models[m].gavel_job] for m in models]
+    p_all = sum(p for _, p in sp)
+    assert got == pytest.approx([1 / (1 + s * (p_all - p)) for s, p in sp], rel=1e-9)
+    # a third job slows the first two further than its pair alone would
+    assert got[0] < packed_speeds("P100", models[:2])[0]
+
+
+def test_unmeasured_gpu_type_uses_the_mean_over_measured_types():
+    got = packed_speeds("T4", ["ResNet-18-b32", "ResNet-50-b32"])
+    names = ["ResNet-18 (batch size 32)", "ResNet-50 (batch size 32)"]
+    gm = [np.exp(np.mean([np.log(COLOC.fit[g][n]) for g in ("k80", "p100", "v100")], axis=0)) for n in names]
+    assert got == pytest.approx([1 / (1 + gm[0][0] * gm[1][1]), 1 / (1 + gm[1][0] * gm[0][1])], rel=1e-9)
+
+
+def test_time_slicing_ignores_colocation():
+    got = packed_speeds("V100", ["ResNet-50-b32", "A3C"], mode="timeslice")
+    assert got[0] == pytest.approx(got[1], rel=1e-12)
+
+
+def test_colocation_file_is_the_derivation_and_meets_the_in_sample_target():
+    _gavel_json()
+    by_gpu = load_gavel(shared_dir() / "profiles" / "gavel_throughputs.json")
+    table = colocation_table(by_gpu)
+    for g, d in table.items():
+        assert {k: tuple(v) for k, v in d["fit"].items()} == pytest.approx(COLOC.fit[g], rel=1e-6)
+        for a, b, ra, rb in d["pairs"]:
+            assert COLOC.pairs[g, a, b] == ra and COLOC.pairs[g, b, a] == rb
+    rep = colocation_report(by_gpu)
+    assert all(v["r2"] >= 0.6 for v in rep["in_sample"].values())
+    lofo = rep["leave_family_out"]
+    assert lofo["rmse"] < lofo["constant_rmse"]
+
+
+def test_bad_colocation_file_names_it():
+    with pytest.raises(ValueError, match="colo.yaml"):
+        Colocation({"v100": {"fit": {"A": [1.0]}, "pairs": []}}, "colo.yaml")
