@@ -32,6 +32,7 @@ class JobSpec:
     weight: float = 1.0
     synthetic: tuple[str, ...] = ()  # which fields a trace replay had to invent
     comm: str | None = None  # "ps" | "allreduce": overrides the model's communication pattern
+    gpu_milli: int = 1000  # thousandths of a GPU each worker asks for (Alibaba's gpu_milli); < 1000 shares one
 
 
 def _improvement(spec: ModelSpec, k: int) -> float:

@@ -185,3 +185,40 @@ def test_colocation_file_is_the_derivation_and_meets_the_in_sample_target():
 def test_bad_colocation_file_names_it():
     with pytest.raises(ValueError, match="colo.yaml"):
         Colocation({"v100": {"fit": {"A": [1.0]}, "pairs": []}}, "colo.yaml")
+
+
+# ----------------------------------------------------------------------------- fractional GPUs
+def frac_sim(millis, gpus=2):
+    cluster = typed_cluster("V100", gpus=gpus)
+    specs = [JobSpec(f"j{i}", "ResNet-50-b32", 0.0, 0, 1, gpu_milli=m) for i, m in enumerate(millis)]
+    sim = Simulator(cluster, specs, GAVEL_ZOO, seed=0)
+    for i in range(len(millis)):
+        sim.place_one(f"j{i}/w0", 0)
+    return sim
+
+
+def test_two_half_gpu_tasks_share_one_gpu_by_packing():
+    sim = frac_sim([500, 500])
+    gpus = {sim.jobs[j].tasks[f"{j}/w0"].gpu for j in ("j0", "j1")}
+    assert len(gpus) == 1 and sim.gpu_mode[gpus.pop()] == 1
+    assert sim.free_gpus[0] == 1
+    pair = COLOC.pairs["v100", "ResNet-50 (batch size 32)", "ResNet-50 (batch size 32)"]
+    for j in ("j0", "j1"):
+        assert sim.rates().speed[j] == pytest.approx(pair / GAVEL_ZOO.models["ResNet-50-b32"].gpu_step_s["v100"])
+
+
+def test_fractions_that_do_not_fit_take_another_gpu_and_whole_tasks_never_share():
+    sim = frac_sim([600, 600])
+    assert sim.jobs["j0"].tasks["j0/w0"].gpu != sim.jobs["j1"].tasks["j1/w0"].gpu
+    sim = frac_sim([1000, 300])
+    assert sim.jobs["j0"].tasks["j0/w0"].gpu != sim.jobs["j1"].tasks["j1/w0"].gpu
+    assert not sim.gpu_mode.any()
+    from dlclusterenv.api import DecisionError
+    with pytest.raises(DecisionError, match="no free GPU nor one with 800"):
+        frac_sim([500, 500, 800], gpus=1)
+
+
+def test_bad_gpu_milli_is_named():
+    cluster = typed_cluster("V100")
+    with pytest.raises(ValueError, match="j0: gpu_milli must be an integer in \\[1, 1000\\], got 0"):
+        Simulator(cluster, [JobSpec("j0", "ResNet-50-b32", 0.0, 0, 1, gpu_milli=0)], GAVEL_ZOO)
