@@ -387,6 +387,8 @@ class Simulator:
         for tid, g in gpu_of.items():
             residents[g].append(moves[tid][2].model.gpu_mem_gb)
         for g, mems in residents.items():
+            if used_milli(g) <= 1000:
+                continue  # fractions of one GPU: each holds its share of the memory too (gpu_milli)
             if len(mems) > 1 and modes.get(g, self.gpu_mode[g]) == 1:
                 node = int(c.gpu_node[g])
                 if sum(mems) > c.gpu_memory[node] + 1e-9:

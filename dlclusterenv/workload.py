@@ -76,8 +76,9 @@ class TraceWindow(_Strict):
     first_n: StrictInt | None = Field(default=None, ge=1)
     time_scale: float = Field(default=1.0, gt=0, description="multiplies submit times, durations")
     skip_bad_rows: bool = False
-    fractional_gpu: Literal["skip", "whole"] = Field(
-        default="skip", description="alibaba_csv: pods with gpu_milli < 1000 left out or whole GPUs"
+    fractional_gpu: Literal["share", "skip", "whole"] | None = Field(
+        default=None, description="alibaba_csv: pods with gpu_milli < 1000 share GPUs (default),"
+        " are left out, or take whole GPUs"
     )
 
     @model_validator(mode="after")
@@ -92,7 +93,7 @@ class TraceWindow(_Strict):
                     _parse_time(value)
                 except ValueError as exc:
                     raise ValueError(f"{key}: {exc}") from None
-        if self.fractional_gpu != "skip" and self.format != "alibaba_csv":
+        if self.fractional_gpu is not None and self.format != "alibaba_csv":
             raise ValueError(f"fractional_gpu: only for format alibaba_csv, not {self.format}")
         return self
 
@@ -171,7 +172,7 @@ def _cached_trace(path: Path, stamp: tuple[int, int], t: TraceWindow) -> TraceSe
     """Keyed by the file's (mtime, size) too, so an edited file is read again."""
     options = t.model_dump(exclude={"path", "format", "fractional_gpu"})
     if t.format == "alibaba_csv":
-        options["fractional_gpu"] = t.fractional_gpu
+        options["fractional_gpu"] = t.fractional_gpu or "share"
     return load_trace(path, t.format, **options)
 
 
@@ -340,6 +341,7 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
                     user=user,
                     synthetic=synthetic,
                     comm=comm,
+                    gpu_milli=trace.jobs[i].gpu_milli if g is not None else 1000,
                 )
             )
     _check_fits(specs, origins, cluster, zoo, where)

@@ -222,3 +222,36 @@ def test_bad_gpu_milli_is_named():
     cluster = typed_cluster("V100")
     with pytest.raises(ValueError, match="j0: gpu_milli must be an integer in \\[1, 1000\\], got 0"):
         Simulator(cluster, [JobSpec("j0", "ResNet-50-b32", 0.0, 0, 1, gpu_milli=0)], GAVEL_ZOO)
+
+
+def test_alibaba_fractional_pods_replay_as_shared_gpus(tmp_path):
+    import yaml
+
+    data = CONFIG_DIR.parent / "tests" / "data"
+    cluster = tmp_path / "openb.yaml"
+    cluster.write_text(yaml.safe_dump({
+        "name": "openb", "source": "test node list",
+        "node_list": {"path": str(data / "openb_node_list_test.csv"), "nodes_per_rack": 2,
+                      "nic_MBps": 3125, "uplink_MBps": 6250}}))
+    pods = tmp_path / "pods.csv"  # two 0.5-GPU pods at once, then the test list's fractional pod
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+                    "deletion_time,scheduled_time\n"
+                    "a,4000,8192,1,500,,LS,Running,0,1000,0\nb,4000,8192,1,500,,LS,Running,0,1000,0\n"
+                    "c,4000,8192,1,460,,LS,Running,10,500,10\n")
+    sc = {"name": "frac", "cluster": str(cluster),
+          "workload": {"kind": "trace", "models": {"ResNet-50": 1},
+                       "trace": {"path": str(pods), "format": "alibaba_csv"}}}
+    _, _, _, specs = build(sc)
+    assert [(s.job_id, s.num_workers, s.gpu_milli) for s in specs] == [("a", 1, 500), ("b", 1, 500), ("c", 1, 460)]
+    skip = {**sc, "workload": {**sc["workload"], "trace": {**sc["workload"]["trace"], "fractional_gpu": "skip"}}}
+    assert build(skip)[3] == []  # every pod is fractional: nothing left to replay
+    import baselines
+    from dlclusterenv import make_sim
+
+    sim = make_sim(sc)
+    fifo = baselines.make("fifo")
+    fifo.reset(0)
+    sim.decide(fifo)  # the first decision, at t = 0
+    a, b = (sim.jobs[j].tasks[f"{j}/w0"] for j in ("a", "b"))
+    assert (a.node, a.gpu) == (b.node, b.gpu) and sim.gpu_mode[a.gpu] == 1
+    assert sim.run(baselines.make("fifo")).jobs_finished == 3
