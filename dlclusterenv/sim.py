@@ -195,6 +195,7 @@ class Simulator:
             sync=m.sync,
             gpu_util=m.gpu_util,
             gpu_milli=job.spec.gpu_milli,
+            gpu_step_s=MappingProxyType(m.gpu_step_s),
             gpu_mem_gb=m.gpu_mem_gb,
             steps_per_epoch=m.steps_per_epoch,
             input_bytes_per_step=m.input_bytes_per_step,
