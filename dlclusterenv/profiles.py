@@ -392,9 +392,9 @@ def _typical(values: dict[str, float]) -> float:
 
 def colocation_report(by_gpu: dict[str, list[GavelPair]]) -> dict:
     """In-sample fit per GPU type; leave one model family out (its jobs get the typical s and p of
-    the rest, the engine's rule for a model Gavel did not measure); leave one GPU type out (each job
-    gets the geometric mean of its s and p on the other types, the engine's rule for a GPU type
-    Gavel did not measure). RMSE against a constant (the training pairs' mean) beside each."""
+    the rest, the engine's rule for a model Gavel did not measure); leave one GPU type out (the
+    engine's rule for a GPU type Gavel did not measure: a pair's geometric mean over the other
+    types, or the geometric mean of the jobs' s and p where the pair was not measured there). RMSE against a constant (the training pairs' mean) beside each."""
     types = [g for g in GAVEL_GPU_TYPES if by_gpu.get(g)]
     fits = {g: fit_colocation(by_gpu[g]) for g in types}
     out: dict = {"in_sample": {g: {"r2": f.r2, "rmse": f.rmse, "n": len(_pair_obs(by_gpu[g]))}
@@ -421,10 +421,19 @@ def colocation_report(by_gpu: dict[str, list[GavelPair]]) -> dict:
         rest = [fits[h] for h in types if h != g]
         gm = lambda key, j: float(np.exp(np.mean([np.log(max(getattr(f, key)[j], 1e-9))  # noqa: E731
                                                   for f in rest if j in getattr(f, key)])))
+        seen: dict[tuple[str, str], list[float]] = {}
+        for h in types:
+            if h != g:
+                for ja, jb, y in _pair_obs(by_gpu[h]):
+                    seen.setdefault((ja, jb), []).append(y)
         mean = np.mean([o[2] for h in types if h != g for o in _pair_obs(by_gpu[h])])
         e, c = [], []
         for ja, jb, y in _pair_obs(by_gpu[g]):
-            e.append(colocation_speed(gm("sensitivity", ja), [gm("pressure", jb)]) - y)
+            if (ja, jb) in seen:  # the engine's rule 2: the pair's geometric mean on other types
+                pred = float(np.exp(np.mean(np.log(np.maximum(seen[ja, jb], 1e-9)))))
+            else:
+                pred = colocation_speed(gm("sensitivity", ja), [gm("pressure", jb)])
+            e.append(pred - y)
             c.append(mean - y)
         out["leave_gpu_out"][g] = {"rmse": _rms(e), "constant_rmse": _rms(c), "n": len(e)}
     return out

@@ -43,14 +43,15 @@ from .jobs import Job
 class Colocation:
     """Measured co-location per GPU type (configs/colocation/gavel.yaml, source and derivation there).
 
-    Rules, in order, for the jobs packed on one GPU of type T (all with a Gavel job type):
-    1. two jobs whose pair Gavel measured on T: each its own measured factor (asymmetric);
-    2. otherwise the fitted k-way rule, job a at 1 / (1 + s_a * sum of its partners' p)
-       (profiles.fit_colocation), with s and p of type T;
-    3. a type Gavel did not measure (P40, T4, ...): each job's geometric mean of s and p over the
-       measured types (scored as "leave one GPU type out" by `dlcluster fidelity`);
-    4. a Gavel job type without a fit on any type: the typical job's s and p (geometric median,
-       "leave one family out" there).
+    A pair (a, b) on a GPU of type T gives a the factor r_ab (its speed over its speed alone):
+    1. measured by Gavel on T: the measurement (asymmetric, each job its own);
+    2. a type Gavel did not measure (P40, T4, ...): the geometric mean of the pair's measurements
+       on the types that have it (scored as "leave one GPU type out" by `dlcluster fidelity`);
+    3. a pair never measured: the per-type fit r_ab = 1 / (1 + s_a p_b) (profiles.fit_colocation),
+       with a job's geometric mean of s and p over the measured types where T has no fit, and the
+       typical job's s and p (geometric median) for a job without a fit ("leave one family out").
+    k jobs on one GPU (k-way rule): slowdowns add, 1 / f_a - 1 = sum over partners b of
+    (1 / r_ab - 1); with fitted pairs this is 1 / (1 + s_a * sum of the partners' p).
     """
 
     def __init__(self, data: dict, where: str = "colocation"):
@@ -68,6 +69,10 @@ class Colocation:
                                                if j in f], axis=0))) for j in jobs}
         logs = np.log(np.maximum(np.array(list(self._mean.values())), 1e-12))
         self._typical = tuple(np.exp(np.median(logs, axis=0))) if len(logs) else (1.0, 1.0)
+        across: dict[tuple[str, str], list[float]] = {}
+        for (_, a, b), r in self.pairs.items():
+            across.setdefault((a, b), []).append(r)
+        self._pair_mean = {k: float(np.exp(np.mean(np.log(np.maximum(v, 1e-12))))) for k, v in across.items()}
 
     @classmethod
     def load(cls, path: str | Path) -> "Colocation":
@@ -81,19 +86,26 @@ class Colocation:
             return fit[job]
         return self._mean.get(job, self._typical)
 
+    def pair(self, gpu: str, a: str, b: str) -> float:
+        """a's speed over its speed alone when it shares a GPU of type `gpu` with b (rules 1-3)."""
+        if (gpu, a, b) in self.pairs:
+            return self.pairs[gpu, a, b]
+        if gpu not in self.fit and (a, b) in self._pair_mean:
+            return self._pair_mean[a, b]
+        return 1.0 / (1.0 + self._sp(gpu, a)[0] * self._sp(gpu, b)[1])
+
     def factors(self, gpu: str, jobs: list[str]) -> np.ndarray:
         """Each job's speed over its speed alone when `jobs` share one GPU of type `gpu`."""
-        if len(jobs) == 2 and (gpu, jobs[0], jobs[1]) in self.pairs:
-            return np.array([self.pairs[gpu, jobs[0], jobs[1]], self.pairs[gpu, jobs[1], jobs[0]]])
-        sp = np.array([self._sp(gpu, j) for j in jobs])
-        others = sp[:, 1].sum() - sp[:, 1]
-        return 1.0 / (1.0 + sp[:, 0] * others)
+        slow = np.array([sum(1.0 / self.pair(gpu, a, b) - 1.0 for j, b in enumerate(jobs) if j != i)
+                         for i, a in enumerate(jobs)])
+        return 1.0 / (1.0 + slow)
 
 
 @dataclass(frozen=True)
 class PackingModel:
-    """Fitted by `python -m dlclusterenv.profiles` on Gavel's v100/p100/k80 pairs (see config);
-    `colocation` takes over where every job on a GPU names its Gavel job type."""
+    """eps, gamma: the symmetric gpu_util model, fitted by `python -m dlclusterenv.profiles` on
+    Gavel's pairs (see sim.DEFAULT_PACKING); `colocation` takes over where every job on a GPU
+    names its Gavel job type."""
 
     eps: float
     gamma: float

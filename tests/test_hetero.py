@@ -146,21 +146,29 @@ def test_measured_pair_gives_each_job_its_own_factor():
     assert abs(want[0] - want[1]) > 0.05  # the pair is asymmetric
 
 
-def test_k_way_packing_uses_the_fitted_rule():
+def test_k_way_packing_adds_the_pairs_slowdowns():
     models = ["ResNet-18-b32", "LM-b20", "A3C"]
+    names = [GAVEL_ZOO.models[m].gavel_job for m in models]
     got = packed_speeds("P100", models)
-    sp = [COLOC.fit["p100"][GAVEL_ZOO.models[m].gavel_job] for m in models]
-    p_all = sum(p for _, p in sp)
-    assert got == pytest.approx([1 / (1 + s * (p_all - p)) for s, p in sp], rel=1e-9)
+    want = [1 / (1 + sum(1 / COLOC.pairs["p100", a, b] - 1 for b in names if b != a)) for a in names]
+    assert got == pytest.approx(want, rel=1e-9)
     # a third job slows the first two further than its pair alone would
     assert got[0] < packed_speeds("P100", models[:2])[0]
 
 
-def test_unmeasured_gpu_type_uses_the_mean_over_measured_types():
+def test_unmeasured_pair_uses_the_fit():
+    c = Colocation({"v100": {"fit": {"A": [0.5, 2.0], "B": [1.0, 0.5]}, "pairs": [["A", "A", 0.4, 0.4]]}})
+    assert c.factors("v100", ["A", "B"]) == pytest.approx([1 / (1 + 0.5 * 0.5), 1 / (1 + 1.0 * 2.0)])
+    assert c.factors("v100", ["A", "A", "B"]) == pytest.approx(
+        [1 / (1 + (1 / 0.4 - 1) + 0.25)] * 2 + [1 / (1 + 2 * 2.0)])
+
+
+def test_unmeasured_gpu_type_uses_the_pairs_mean_over_measured_types():
     got = packed_speeds("T4", ["ResNet-18-b32", "ResNet-50-b32"])
     names = ["ResNet-18 (batch size 32)", "ResNet-50 (batch size 32)"]
-    gm = [np.exp(np.mean([np.log(COLOC.fit[g][n]) for g in ("k80", "p100", "v100")], axis=0)) for n in names]
-    assert got == pytest.approx([1 / (1 + gm[0][0] * gm[1][1]), 1 / (1 + gm[1][0] * gm[0][1])], rel=1e-9)
+    gm = [np.exp(np.mean([np.log(COLOC.pairs[g, a, b]) for g in ("k80", "p100", "v100")]))
+          for a, b in (names, names[::-1])]
+    assert got == pytest.approx(gm, rel=1e-9)
 
 
 def test_time_slicing_ignores_colocation():
