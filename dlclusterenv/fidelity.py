@@ -9,6 +9,10 @@ Gavel's consolidated / spread throughputs are scored leave-one-job-family-out: p
 host path and connection cap are fitted on the other families; the overlap fractions come from
 the Pollux fit (never fitted on Gavel).
 
+Gavel's co-located pairs (issue 17) are scored in sample per GPU type, leaving one job family out
+and leaving one GPU type out (`profiles.colocation_report`), beside Gandiva Table 1's packing gain
+(never fitted) and the per-type speed ratios of held-out job types (`profiles.family_rule_check`).
+
 What is scored is what the placement adds: each file's single-GPU step time at a local batch is
 the compute input (Pollux), or 1 / the single-GPU throughput (Gavel); every prediction is the
 engine's own (`speed.alone_speed` on a cluster built from the testbed), not a formula kept here.

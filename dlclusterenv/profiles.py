@@ -5,7 +5,13 @@ Gandiva packs two jobs on one GPU; the simulator models job A's speed (relative 
 co-located throughputs but no utilisations, so :func:`fit_packing` fits per-job-type utilisations
 together with eps and gamma, giving the config numbers a measured source instead of a guess.
 
-Run ``python -m dlclusterenv.profiles`` to print the fits.
+The engine's measured co-location (issue 17) is :func:`fit_colocation` (per GPU type, asymmetric:
+a job's sensitivity and its partner's pressure) with Gavel's pairs themselves
+(:func:`colocation_table`), and per-type single-GPU speeds come from :func:`gpu_step_table`; both
+write derived numbers into configs (configs/colocation/gavel.yaml, configs/zoos/gavel.yaml).
+
+Run ``python -m dlclusterenv.profiles`` to print the symmetric fits; ``dlcluster fidelity`` scores
+the asymmetric one.
 """
 
 from __future__ import annotations
