@@ -123,7 +123,7 @@ class Gavel(Scheduler):
         # §5 priorities: the allocation over the fraction of time received on each type
         age = np.array([max(view.time - j.arrival_s, 1e-9) for j in jobs])
         got = np.array([[self._received.get((j.job_id, t), 0.0) for t in types] for j in jobs])
-        prio = np.where(X > 1e-9, X / np.maximum(got / age[:, None], 1e-9), -np.inf)
+        prio = np.where((X > 1e-9) & (T > 0), X / np.maximum(got / age[:, None], 1e-9), -np.inf)
         current = {j.job_id: self._type_of(view, j) for j in jobs}
         free = cap_k.copy()
         chosen: dict[str, str] = {}
