@@ -10,6 +10,7 @@ from .drf import DRF
 from .fair import FAIR
 from .fifo import FIFO
 from .flowcon import FlowCon
+from .gavel import Gavel
 from .gandiva import Gandiva
 from .k8s_default import K8sDefault
 from .na import NA
@@ -28,6 +29,7 @@ REGISTRY: dict[str, type[Scheduler]] = {
     "fifo": FIFO,
     "flowcon": FlowCon,
     "gandiva": Gandiva,
+    "gavel": Gavel,
     "k8s-default": K8sDefault,
     "na": NA,
     "optimus": Optimus,

@@ -87,6 +87,8 @@ class JobView:
     sync: bool
     gpu_util: float  # profiled utilisation alone (Gandiva-style introspection)
     gpu_mem_gb: float
+    gpu_milli: int  # thousandths of a GPU per worker; < 1000: the engine packs it onto a shared GPU
+    gpu_step_s: Mapping[str, float]  # profiled step alone per GPU type (empty: same on every type)
     steps_per_epoch: int
     input_bytes_per_step: float  # input read per local batch, from the job's data set
     dataset_bytes: float

@@ -17,6 +17,17 @@ from .config import ClusterConfig, load_cluster
 MB = 1e6
 GB = 1e9
 
+# GPU model names that are one compute type for speed (ModelSpec.gpu_step_s): the Alibaba 2023
+# node list's V100M16 / V100M32 are V100s with 16 / 32 GB of memory, so both run at the measured V100
+# speed (assumed: the memory size does not change a job's step time once the job fits).
+GPU_ALIASES = {"v100m16": "v100", "v100m32": "v100"}
+
+
+def gpu_type(model: str) -> str:
+    """The compute type a node's `gpu_model` names: lower case, aliases resolved."""
+    m = model.strip().lower()
+    return GPU_ALIASES.get(m, m)
+
 
 def _frozen(a: np.ndarray) -> np.ndarray:
     a.setflags(write=False)
@@ -39,6 +50,7 @@ class Cluster:
     gpu_node: np.ndarray  # node index per global GPU
     gpu_slot: np.ndarray  # local index per global GPU
     gpu_base: np.ndarray  # first global GPU index per node
+    node_gpu_type: tuple[str, ...]  # compute type of each node's GPUs (see gpu_type())
     graph: nx.Graph = field(repr=False)
 
     @property
@@ -126,5 +138,6 @@ def build_cluster(spec: str | ClusterConfig) -> Cluster:
         gpu_node=_frozen(gpu_node),
         gpu_slot=_frozen(gpu_slot),
         gpu_base=_frozen(gpu_base),
+        node_gpu_type=tuple(gpu_type(t.gpu_model) for t in nt),
         graph=g,
     )

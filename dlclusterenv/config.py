@@ -176,6 +176,17 @@ class ModelSpec(_Strict):
         description="one worker's step on its local batch, alone on its device (weak scaling:"
         " a job of w workers processes w local batches per step)",
     )
+    gpu_step_s: dict[str, Annotated[float, Field(gt=0)]] = Field(
+        default_factory=dict,
+        description="step_compute_s on each GPU type (lower case, cluster.GPU_ALIASES applied), from"
+        " measurements; empty: step_compute_s on every GPU; non-empty: a GPU type not listed is an"
+        " error (speed.gpu_compute_s)",
+    )
+    gavel_job: str | None = Field(
+        default=None,
+        description="the Gavel job type this model is, for measured co-location"
+        " (configs/colocation/gavel.yaml); None: Gandiva-scale gpu_util packing",
+    )
     step_overhead_s: float = Field(default=0.0, ge=0, description="fixed per-step cost (t1)")
     ps_update_s: float = Field(
         default=0.0, ge=0, description="PS time to apply one worker's full gradient"
@@ -222,6 +233,10 @@ class ModelSpec(_Strict):
             raise ValueError("compute_on is 'gpu' but worker.gpu is not 1")
         if self.compute_on == "cpu" and self.worker.gpu != 0:
             raise ValueError("compute_on is 'cpu' but worker.gpu is not 0")
+        if self.gpu_step_s and self.compute_on != "gpu":
+            raise ValueError("gpu_step_s is set but compute_on is not 'gpu'")
+        if any(k != k.lower() for k in self.gpu_step_s):
+            raise ValueError(f"gpu_step_s: GPU types must be lower case, got {sorted(self.gpu_step_s)}")
         if self.comm == "allreduce" and not self.sync:
             raise ValueError("comm is 'allreduce' but sync is false (all-reduce is synchronous)")
         return self

@@ -9,6 +9,10 @@ Gavel's consolidated / spread throughputs are scored leave-one-job-family-out: p
 host path and connection cap are fitted on the other families; the overlap fractions come from
 the Pollux fit (never fitted on Gavel).
 
+Gavel's co-located pairs (issue 17) are scored in sample per GPU type, leaving one job family out
+and leaving one GPU type out (`profiles.colocation_report`), beside Gandiva Table 1's packing gain
+(never fitted) and the per-type speed ratios of held-out job types (`profiles.family_rule_check`).
+
 What is scored is what the placement adds: each file's single-GPU step time at a local batch is
 the compute input (Pollux), or 1 / the single-GPU throughput (Gavel); every prediction is the
 engine's own (`speed.alone_speed` on a cluster built from the testbed), not a formula kept here.
@@ -395,6 +399,12 @@ def report(profiles: Path | None = None) -> dict:
     gavel = profiles / "gavel_throughputs.json"
     if gavel.exists():
         out["gavel"] = score_gavel(gavel, full)
+        from .profiles import colocation_report, family_rule_check, gandiva_packing_check, load_gavel
+        from .sim import DEFAULT_PACKING
+
+        out["gavel_pairs"] = colocation_report(load_gavel(gavel))
+        out["gandiva_packing"] = gandiva_packing_check(DEFAULT_PACKING.colocation)
+        out["gpu_types"] = family_rule_check(profiles.parent)
     return out
 
 
@@ -427,6 +437,24 @@ def _line(name: str, s: dict) -> str:
             f"{s['p90_abs_rel_err']:>9.1%} {s['n']:>6}")
 
 
+def _print_colocation(out: dict) -> None:
+    g = out["gavel_pairs"]
+    print("Gavel co-located pairs, ratio_a = 1 / (1 + s_a p_b) per GPU type (profiles.fit_colocation)")
+    for gpu, v in g["in_sample"].items():
+        print(f"  in sample {gpu:<5} R^2 {v['r2']:.3f}  RMSE {v['rmse']:.3f}  n {v['n']}")
+    lf = g["leave_family_out"]
+    print(f"  leave one family out: RMSE {lf['rmse']:.3f} (constant {lf['constant_rmse']:.3f}), n {lf['n']}")
+    for gpu, v in g["leave_gpu_out"].items():
+        print(f"  leave {gpu} out: RMSE {v['rmse']:.3f} (constant {v['constant_rmse']:.3f}), n {v['n']}")
+    print("Gandiva Table 1 packing gain on P40, two copies (k-way rule, never fitted): measured / predicted")
+    for fam, v in out["gandiva_packing"].items():
+        pred = ", ".join(f"{j.split('(')[-1].rstrip(')')}: {x:.2f}" for j, x in v["predicted"].items())
+        print(f"  {fam}: {v['measured']:.2f} / {pred}")
+    t = out["gpu_types"]
+    print(f"Speed ratio between GPU types, held-out job type from its family's nearest batch: median error "
+          f"{t['median']:.1%}, max {t['max']:.1%}, n {t['n']}")
+
+
 def cli(kind, file, params, gpu_type, comm, step1, json_out) -> None:
     """`dlcluster fidelity`: print the scores (and write them as JSON)."""
     head = f"{'measurement':<28} {'spearman':>8} {'median':>9} {'p90':>9} {'n':>6}"
@@ -445,6 +473,8 @@ def cli(kind, file, params, gpu_type, comm, step1, json_out) -> None:
             for gpu, s in out["gavel"].items():
                 per = ", ".join(f"{k} GPUs {v:.2f}" for k, v in s["spearman_per_sf"].items())
                 print(_line(gpu, s) + f" {s['measured_median_ratio']:>9.2f} {s['predicted_median_ratio']:>9.2f}  {per}")
+        if "gavel_pairs" in out:
+            _print_colocation(out)
         c = out["constants"]["all"]
         print("constants fitted on all three placements files: " +
               ", ".join(f"{k}={v:.4g}" for k, v in c.items()))

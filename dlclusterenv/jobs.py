@@ -37,6 +37,7 @@ class JobSpec:
     # local batches to train, set by a trace replay so that the trace's duration is kept (see
     # workload.replay_work); None: the model's convergence epoch (scaled by epoch_scale)
     work_steps: float | None = None
+    gpu_milli: int = 1000  # thousandths of a GPU each worker asks for (Alibaba's gpu_milli); < 1000 shares one
 
 
 def _improvement(spec: ModelSpec, k: int) -> float:

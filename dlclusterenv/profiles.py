@@ -5,7 +5,13 @@ Gandiva packs two jobs on one GPU; the simulator models job A's speed (relative 
 co-located throughputs but no utilisations, so :func:`fit_packing` fits per-job-type utilisations
 together with eps and gamma, giving the config numbers a measured source instead of a guess.
 
-Run ``python -m dlclusterenv.profiles`` to print the fits.
+The engine's measured co-location (issue 17) is :func:`fit_colocation` (per GPU type, asymmetric:
+a job's sensitivity and its partner's pressure) with Gavel's pairs themselves
+(:func:`colocation_table`), and per-type single-GPU speeds come from :func:`gpu_step_table`; both
+write derived numbers into configs (configs/colocation/gavel.yaml, configs/zoos/gavel.yaml).
+
+Run ``python -m dlclusterenv.profiles`` to print the symmetric fits; ``dlcluster fidelity`` scores
+the asymmetric one.
 """
 
 from __future__ import annotations
@@ -140,6 +146,83 @@ def load_gavel(path: str | Path) -> dict[str, list[GavelPair]]:
     return out
 
 
+# ----------------------------------------------------------------------------- speed per GPU type
+_POLLUX_T4 = {"ResNet-50": "imagenet", "ResNet-18": "cifar10"}  # Gavel family -> Pollux model (T4)
+
+
+def _family_batch(job: str) -> tuple[str, int | None]:
+    """'ResNet-18 (batch size 32)' -> ('ResNet-18', 32); 'A3C' -> ('A3C', None)."""
+    if "(batch size " in job:
+        fam, rest = job.split(" (batch size ")
+        return fam, int(rest.rstrip(")"))
+    return job, None
+
+
+def gavel_alone(path: str | Path) -> dict[str, dict[str, float]]:
+    """Single-GPU steps/s alone per job type per GPU type (scale factor 1, consolidated types)."""
+    data = json.loads(Path(path).read_text())
+    out: dict[str, dict[str, float]] = {}
+    for gpu in GAVEL_GPU_TYPES:
+        for key, entry in data[gpu].items():
+            job, sf = _parse_job_key(key, f"{path}: {gpu}")
+            if sf == 1:
+                out.setdefault(job, {})[gpu] = _number(entry["null"], f"{path}: {gpu}.{key}.null")
+    return out
+
+
+def gpu_step_table(shared: str | Path) -> dict[str, dict[str, float]]:
+    """Seconds per single-GPU step per job type per GPU type, the numbers the gavel zoo carries.
+
+    k80, p100, v100: 1 / Gavel's steps/s alone. t4: Pollux's one-GPU step time (placement "1") of the
+    same network (ResNet-50 = imagenet, ResNet-18 = cifar10), linear in local batch between its
+    measured batches; a batch outside them takes the family rule: its V100 step times the T4/V100
+    ratio of the nearest batch of the same family that has a T4 figure. Families Pollux did not
+    measure get no t4 entry (the engine then refuses them on a T4).
+    """
+    shared = Path(shared)
+    alone = gavel_alone(shared / "profiles" / "gavel_throughputs.json")
+    table = {job: {g: 1.0 / v for g, v in per.items()} for job, per in alone.items()}
+    for fam, pollux in _POLLUX_T4.items():
+        rows = [r for r in load_pollux_placements(shared / "profiles" / f"pollux_{pollux}_placements.csv")
+                if r.placement == "1"]
+        bsz = np.array([r.local_bsz for r in rows], float)
+        step = np.array([r.step_time for r in rows])
+        order = np.argsort(bsz)
+        bsz, step = bsz[order], step[order]
+        jobs = sorted((b, j) for j in table for f, b in [_family_batch(j)] if f == fam)
+        inside = {b: j for b, j in jobs if bsz[0] <= b <= bsz[-1]}
+        for b, j in inside.items():
+            table[j]["t4"] = float(np.interp(b, bsz, step))
+        for b, j in jobs:
+            if b not in inside:
+                near = min(inside, key=lambda x: abs(x - b))
+                ratio = table[inside[near]]["t4"] / table[inside[near]]["v100"]
+                table[j]["t4"] = table[j]["v100"] * ratio
+    return table
+
+
+def family_rule_check(shared: str | Path) -> dict[str, float]:
+    """How well the family rule predicts a held-out job type's speed ratio between GPU types.
+
+    Each Gavel job type with a batch size is held out in turn; its k80/v100 and p100/v100 step
+    ratios are predicted by the nearest batch size of its family and compared with the measured
+    ones. Returns the median and the largest relative error over all (job type, ratio) cases.
+    """
+    table = gpu_step_table(shared)
+    errors = []
+    for job, steps in table.items():
+        fam, b = _family_batch(job)
+        peers = [(abs(_family_batch(o)[1] - b), o) for o in table
+                 if o != job and b is not None and _family_batch(o)[0] == fam]
+        if not peers:
+            continue
+        near = table[min(peers)[1]]
+        for g in ("k80", "p100"):
+            pred, true = near[g] / near["v100"], steps[g] / steps["v100"]
+            errors.append(abs(pred - true) / true)
+    return {"median": float(np.median(errors)), "max": float(np.max(errors)), "n": len(errors)}
+
+
 # ----------------------------------------------------------------------------- packing model
 def packing_speed(u_a: float, u_b: float, eps: float, gamma: float) -> float:
     """Speed of job A, relative to running alone, when it shares one GPU with job B.
@@ -248,6 +331,152 @@ def fit_packing(records: list[GavelPair], *, gamma: float | None = None) -> Pack
         rmse=float(np.sqrt(np.mean(best.fun**2))),
         n_pairs=len(records),
     )
+
+
+# ----------------------------------------------------------------------------- asymmetric co-location
+@dataclass(frozen=True)
+class ColocationFit:
+    """Per-job sensitivity and pressure on one GPU type: job a sharing a GPU with jobs B runs at
+    ``1 / (1 + s_a * sum(p_b for b in B))`` of its alone speed (:func:`colocation_speed`).
+
+    Why this form: the symmetric utilisation model gives both jobs of a pair one factor, which alone
+    caps its error on Gavel's pairs (mean |ratio_a - ratio_b| 0.1-0.2); a job's own sensitivity and its
+    partner's pressure are the fewest per-job numbers that make a pair asymmetric. Pressures are
+    normalised to geometric mean 1, so s and p of different GPU types are on one scale.
+    """
+
+    gpu_type: str
+    sensitivity: dict[str, float]
+    pressure: dict[str, float]
+    rmse: float
+    r2: float
+
+
+def colocation_speed(s_a: float, pressures) -> float:
+    """k-way rule: a's speed relative to alone among partners of these pressures (one GPU)."""
+    return 1.0 / (1.0 + s_a * float(np.sum(pressures)))
+
+
+def _pair_obs(records: list[GavelPair]) -> list[tuple[str, str, float]]:
+    out = []
+    for r in records:
+        out.append((r.job_a, r.job_b, r.ratio_a))
+        if r.job_a != r.job_b:
+            out.append((r.job_b, r.job_a, r.ratio_b))
+    return out
+
+
+def fit_colocation(records: list[GavelPair]) -> ColocationFit:
+    """Least squares of :func:`colocation_speed` (one partner) on one GPU type's measured pairs."""
+    if not records:
+        raise ValueError("fit_colocation: no records to fit")
+    obs = _pair_obs(records)
+    jobs = sorted({o[0] for o in obs} | {o[1] for o in obs})
+    idx = {j: i for i, j in enumerate(jobs)}
+    n = len(jobs)
+    a = np.array([idx[o[0]] for o in obs])
+    b = np.array([idx[o[1]] for o in obs])
+    y = np.array([o[2] for o in obs])
+    res = least_squares(lambda z: 1.0 / (1.0 + z[a] * z[n + b]) - y, np.full(2 * n, 0.7),
+                        bounds=(0.0, np.inf), tr_solver="lsmr")
+    sens, pres = res.x[:n], res.x[n:]
+    scale = float(np.exp(np.mean(np.log(np.maximum(pres, 1e-9)))))
+    sens, pres = sens * scale, pres / scale
+    return ColocationFit(
+        gpu_type=records[0].gpu_type,
+        sensitivity=dict(zip(jobs, sens.tolist())),
+        pressure=dict(zip(jobs, pres.tolist())),
+        rmse=float(np.sqrt(np.mean(res.fun**2))),
+        r2=float(1.0 - np.sum(res.fun**2) / np.sum((y - y.mean()) ** 2)),
+    )
+
+
+def _typical(values: dict[str, float]) -> float:
+    """A job the fit has not seen gets the training jobs' geometric median."""
+    return float(np.exp(np.median(np.log(np.maximum(list(values.values()), 1e-9)))))
+
+
+def colocation_report(by_gpu: dict[str, list[GavelPair]]) -> dict:
+    """In-sample fit per GPU type; leave one model family out (its jobs get the typical s and p of
+    the rest, the engine's rule for a model Gavel did not measure); leave one GPU type out (the
+    engine's rule for a GPU type Gavel did not measure: a pair's geometric mean over the other
+    types, or the geometric mean of the jobs' s and p where the pair was not measured there). RMSE against a constant (the training pairs' mean) beside each."""
+    types = [g for g in GAVEL_GPU_TYPES if by_gpu.get(g)]
+    fits = {g: fit_colocation(by_gpu[g]) for g in types}
+    out: dict = {"in_sample": {g: {"r2": f.r2, "rmse": f.rmse, "n": len(_pair_obs(by_gpu[g]))}
+                               for g, f in fits.items()}}
+    err, const = [], []
+    for g in types:
+        fams = sorted({_family_batch(j)[0] for r in by_gpu[g] for j in (r.job_a, r.job_b)})
+        for fam in fams:
+            held = lambda j: _family_batch(j)[0] == fam  # noqa: E731
+            train = [r for r in by_gpu[g] if not (held(r.job_a) or held(r.job_b))]
+            test = [o for o in _pair_obs(by_gpu[g]) if held(o[0]) or held(o[1])]
+            if not train or not test:
+                continue
+            f = fit_colocation(train)
+            s0, p0 = _typical(f.sensitivity), _typical(f.pressure)
+            mean = np.mean([o[2] for o in _pair_obs(train)])
+            for ja, jb, y in test:
+                pred = colocation_speed(f.sensitivity.get(ja, s0), [f.pressure.get(jb, p0)])
+                err.append(pred - y)
+                const.append(mean - y)
+    out["leave_family_out"] = {"rmse": _rms(err), "constant_rmse": _rms(const), "n": len(err)}
+    out["leave_gpu_out"] = {}
+    for g in types:
+        rest = [fits[h] for h in types if h != g]
+        gm = lambda key, j: float(np.exp(np.mean([np.log(max(getattr(f, key)[j], 1e-9))  # noqa: E731
+                                                  for f in rest if j in getattr(f, key)])))
+        seen: dict[tuple[str, str], list[float]] = {}
+        for h in types:
+            if h != g:
+                for ja, jb, y in _pair_obs(by_gpu[h]):
+                    seen.setdefault((ja, jb), []).append(y)
+        mean = np.mean([o[2] for h in types if h != g for o in _pair_obs(by_gpu[h])])
+        e, c = [], []
+        for ja, jb, y in _pair_obs(by_gpu[g]):
+            if (ja, jb) in seen:  # the engine's rule 2: the pair's geometric mean on other types
+                pred = float(np.exp(np.mean(np.log(np.maximum(seen[ja, jb], 1e-9)))))
+            else:
+                pred = colocation_speed(gm("sensitivity", ja), [gm("pressure", jb)])
+            e.append(pred - y)
+            c.append(mean - y)
+        out["leave_gpu_out"][g] = {"rmse": _rms(e), "constant_rmse": _rms(c), "n": len(e)}
+    return out
+
+
+def colocation_table(by_gpu: dict[str, list[GavelPair]]) -> dict:
+    """What configs/colocation/gavel.yaml carries: per GPU type, each job's fitted [sensitivity,
+    pressure] and each measured pair's [job_a, job_b, ratio_a, ratio_b]."""
+    out = {}
+    for g in GAVEL_GPU_TYPES:
+        f = fit_colocation(by_gpu[g])
+        out[g] = {"fit": {j: [f.sensitivity[j], f.pressure[j]] for j in sorted(f.sensitivity)},
+                  "pairs": [[r.job_a, r.job_b, r.ratio_a, r.ratio_b] for r in by_gpu[g]]}
+    return out
+
+
+# Gandiva Table 1 (seed 002, "Packing multiple jobs on P40"): Packing Max / Time Slicing, mb/s, for
+# the two jobs with a Gavel family (the issue's checkable pair); never used in any fit.
+GANDIVA_PACKING = {"ResNet-50": (9.0, 10.3), "LM": (53.0, 63.8)}
+
+
+def gandiva_packing_check(colocation, batches=None) -> dict:
+    """Predict Gandiva Table 1's packing gain on a P40 (a type Gavel did not measure, so the
+    geometric-mean rule applies) with the k-way rule: two copies of the job packed, aggregate
+    throughput over time-slicing's (one job's alone speed; the 0.1 s per 60 s switch is ignored).
+    Gandiva names no batch size, so every Gavel batch size of the family is shown."""
+    out = {}
+    for fam, (packed, sliced) in GANDIVA_PACKING.items():
+        jobs = sorted({j for f in colocation.fit.values() for j in f if _family_batch(j)[0] == fam},
+                      key=lambda j: _family_batch(j)[1] or 0)
+        pred = {j: float(colocation.factors("p40", [j, j]).sum()) for j in jobs}
+        out[fam] = {"measured": packed / sliced, "predicted": pred}
+    return out
+
+
+def _rms(x) -> float:
+    return float(np.sqrt(np.mean(np.square(x))))
 
 
 # ----------------------------------------------------------------------------- Pollux

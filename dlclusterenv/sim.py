@@ -19,11 +19,11 @@ import numpy as np
 
 from .api import ClusterView, Decision, DecisionError, JobView, Scheduler, TaskView
 from .cluster import Cluster
-from .config import ModelZoo
+from .config import CONFIG_DIR, ModelZoo
 from .jobs import DONE, PENDING, RUNNING, Job, JobSpec, Task, job_epochs, stop_delta
 from .metrics import Metrics, summarize
 from .comm import link_capacity, pattern
-from .speed import PackingModel, Rates, alone_speed, compute_rates
+from .speed import Colocation, PackingModel, Rates, alone_speed, compute_rates
 
 EPS = 1e-9
 # Consecutive steps of the engine (loop turns of advance(), across calls) that may leave the clock
@@ -32,8 +32,10 @@ STALL_LIMIT = 1000
 # Packing slowdown fitted to Gavel's co-location throughputs (stanford-futuredata/gavel @c4fa400,
 # ../shared/profiles/gavel_throughputs.json), pooled over k80/p100/v100, 976 pairs, rmse 0.17:
 # eps = 0.319 with gamma held at 1, since the data do not pin gamma (rmse flat over 0.5..4).
-# Reproduce with `python -m dlclusterenv.profiles`.
-DEFAULT_PACKING = PackingModel(eps=0.319, gamma=1.0)
+# Reproduce with `python -m dlclusterenv.profiles`. Jobs with a Gavel job type use the measured
+# pairs and the per-type fit instead (speed.Colocation).
+DEFAULT_PACKING = PackingModel(eps=0.319, gamma=1.0,
+                               colocation=Colocation.load(CONFIG_DIR / "colocation" / "gavel.yaml"))
 
 
 def _arrival_order(job: Job) -> tuple[float, str]:
@@ -76,6 +78,10 @@ class Simulator:
         for s in jobs:
             if s.model not in zoo.models:
                 raise KeyError(f"job {s.job_id}: unknown model {s.model!r}")
+            if not (isinstance(s.gpu_milli, int) and 1 <= s.gpu_milli <= 1000):
+                raise ValueError(f"job {s.job_id}: gpu_milli must be an integer in [1, 1000], got {s.gpu_milli!r}")
+            if s.gpu_milli < 1000 and not zoo.models[s.model].worker.gpu:
+                raise ValueError(f"job {s.job_id}: gpu_milli {s.gpu_milli} but model {s.model!r} uses no GPU")
         self.cluster = cluster
         self.zoo = zoo
         self.specs = sorted(jobs, key=lambda s: (s.arrival_s, s.job_id))
@@ -188,6 +194,8 @@ class Simulator:
             param_bytes=m.param_bytes,
             sync=m.sync,
             gpu_util=m.gpu_util,
+            gpu_milli=job.spec.gpu_milli,
+            gpu_step_s=MappingProxyType(m.gpu_step_s),
             gpu_mem_gb=m.gpu_mem_gb,
             steps_per_epoch=job.steps_per_epoch,
             input_bytes_per_step=m.input_bytes_per_step,
@@ -311,6 +319,13 @@ class Simulator:
         def occupancy(g: int) -> int:
             return occ.get(g, len(self.gpu_tasks[g]))
 
+        milli: dict[int, int] = {}  # GPU -> thousandths in use after the decision, where touched
+
+        def used_milli(g: int) -> int:
+            if g not in milli:
+                milli[g] = sum(self._milli(tid) for tid in self.gpu_tasks[g])
+            return milli[g]
+
         for t in removed:
             dem = self._demand(t)
             cpu[t.node] -= dem.cpu
@@ -318,23 +333,28 @@ class Simulator:
             bw[t.node] -= dem.bw_MBps * 1e6
             if t.gpu >= 0:
                 occ[t.gpu] = occupancy(t.gpu) - 1
+                milli[t.gpu] = used_milli(t.gpu) - self._milli(t.task_id)
         gpu_of: dict[str, int] = {}
+        modes: dict[int, int] = {}
         for tid, (node, gpu, job, role) in moves.items():
             dem = job.model.ps if role == "ps" else job.model.worker
             cpu[node] += dem.cpu
             mem[node] += dem.mem_gb
             bw[node] += dem.bw_MBps * 1e6
             if dem.gpu:
+                want = job.spec.gpu_milli
                 if gpu < 0:
-                    base = int(c.gpu_base[node])
-                    free = [g for g in range(base, base + int(c.gpus[node])) if occupancy(g) == 0]
-                    if not free:
+                    gpu = self._pick_gpu(node, want, occupancy, used_milli)
+                    if gpu < 0:
                         raise DecisionError(
                             f"place[{tid!r}]: node {c.node_names[node]} has no free GPU"
+                            + (f" nor one with {want} thousandths left" if want < 1000 else "")
                         )
-                    gpu = free[0]
                 occ[gpu] = occupancy(gpu) + 1
+                milli[gpu] = used_milli(gpu) + want
                 gpu_of[tid] = gpu
+                if want < 1000 and occ[gpu] > 1 and milli[gpu] <= 1000:
+                    modes.setdefault(gpu, 1)  # fractions that fit share their GPU by packing
         for name, used, capacity in (
             ("CPU", cpu, c.cpus),
             ("memory", mem, c.memory),
@@ -353,7 +373,6 @@ class Simulator:
             lookup(tid, "cpu_limits")
             if not isinstance(lim, (int, float)) or not 0 < lim <= 1:
                 raise DecisionError(f"cpu_limits[{tid!r}]: must be in (0, 1], got {lim!r}")
-        modes = {}
         for key, mode in d.gpu_mode.items():
             g = self._gpu_key(key)
             if mode not in ("pack", "timeslice"):
@@ -370,6 +389,8 @@ class Simulator:
         for tid, g in gpu_of.items():
             residents[g].append(moves[tid][2].model.gpu_mem_gb)
         for g, mems in residents.items():
+            if used_milli(g) <= 1000:
+                continue  # fractions of one GPU: each holds its share of the memory too (gpu_milli)
             if len(mems) > 1 and modes.get(g, self.gpu_mode[g]) == 1:
                 node = int(c.gpu_node[g])
                 if sum(mems) > c.gpu_memory[node] + 1e-9:
@@ -425,6 +446,24 @@ class Simulator:
                 return int(idx) < n
         return False
 
+    def _milli(self, task_id: str) -> int:
+        """Thousandths of its GPU a placed worker holds (1000 unless its job asks for less)."""
+        return self.jobs[task_id.rpartition("/")[0]].spec.gpu_milli
+
+    def _pick_gpu(self, node: int, want: int, occupancy, used_milli) -> int:
+        """The GPU of `node` a worker asking for `want` thousandths goes to when none is named:
+        a whole-GPU worker takes a free GPU; a fractional one the fullest GPU it still fits on,
+        beside other fractional workers only (best fit, assumed: one of the GPU-sharing packing
+        rules Weng et al. compare on this trace, ATC'23), else a free GPU. -1: none."""
+        base = int(self.cluster.gpu_base[node])
+        gpus = range(base, base + int(self.cluster.gpus[node]))
+        if want < 1000:
+            fits = [g for g in gpus if occupancy(g) > 0 and used_milli(g) + want <= 1000]
+            if fits:
+                return max(fits, key=lambda g: (used_milli(g), -g))
+        free = [g for g in gpus if occupancy(g) == 0]
+        return free[0] if free else -1
+
     def place_one(self, task_id: str, node: int) -> None:
         """Fast path of `apply(Decision(place={task_id: node}))` for one unplaced task (the
         placement env's step): same checks and effects, without building a whole decision."""
@@ -434,6 +473,8 @@ class Simulator:
             return self.apply(Decision(place={task_id: node}))  # the general path explains
         c = self.cluster
         d = job.model.ps if t.role == "ps" else job.model.worker
+        if d.gpu and job.spec.gpu_milli < 1000:
+            return self.apply(Decision(place={task_id: node}))  # may share a GPU: the general path
         gpu = -1
         if d.gpu:
             base = int(c.gpu_base[node])

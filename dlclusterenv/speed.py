@@ -11,7 +11,8 @@ sequential all-reduce message adds `network.latency_s` (an alpha-beta cost). Inp
 the shard's node to the worker over the same links (D²S Eq. 1).
 
 Step time (weak scaling: every worker computes its own local batch, as every measured source
-reports it): sync = slowest worker's compute (slowed by its CPU or GPU share) + fixed overhead +
+reports it): a worker's compute is its model's measured step on its GPU's type (`gpu_compute_s`);
+sync = slowest worker's compute (slowed by its CPU or GPU share) + fixed overhead +
 RPC cost rpc_s x (p + w) for PS jobs + X - min(overlap x compute, overlap_max x X), where X is the
 communication plus the PS update (w/p gradients per PS); a job that exchanges once per k steps
 (`JobSpec.exchange_every`) pays the RPCs, the update and X's bytes once per k steps (amortised per
@@ -23,28 +24,94 @@ CPU: the tasks on a node share its cores by max-min fairness over what each can 
 (work-conserving, FlowCon §3); where an opt-in `cpu_switch_s` is set, tasks time-sliced on a
 node's cores lose the context-switch cost per CFS slice (`cpu_contention`). GPU: workers sharing a
 GPU are time-sliced (1/n each, less the suspend/resume cost per quantum, Gandiva §3) or, when the
-GPU is set to pack, run together with the slowdown calibrated from Gavel's co-location
-measurements (profiles.packing_speed).
+GPU is set to pack, run together: where every job on the GPU names its Gavel job type
+(`ModelSpec.gavel_job`), each gets its own factor from Gavel's measurements (`Colocation`);
+otherwise one symmetric slowdown from the models' Gandiva-scale `gpu_util` (profiles.packing_speed).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from .cluster import Cluster
 from .comm import Comm, intra_base, link_capacity, n_links, pattern
-from .config import Overheads
+from .config import ModelSpec, Overheads
 from .jobs import Job
+
+
+class Colocation:
+    """Measured co-location per GPU type (configs/colocation/gavel.yaml, source and derivation there).
+
+    A pair (a, b) on a GPU of type T gives a the factor r_ab (its speed over its speed alone):
+    1. measured by Gavel on T: the measurement (asymmetric, each job its own);
+    2. a type Gavel did not measure (P40, T4, ...): the geometric mean of the pair's measurements
+       on the types that have it (scored as "leave one GPU type out" by `dlcluster fidelity`);
+    3. a pair never measured: the per-type fit r_ab = 1 / (1 + s_a p_b) (profiles.fit_colocation),
+       with a job's geometric mean of s and p over the measured types where T has no fit, and the
+       typical job's s and p (geometric median) for a job without a fit ("leave one family out").
+    k jobs on one GPU (k-way rule): slowdowns add, 1 / f_a - 1 = sum over partners b of
+    (1 / r_ab - 1); with fitted pairs this is 1 / (1 + s_a * sum of the partners' p).
+    """
+
+    def __init__(self, data: dict, where: str = "colocation"):
+        self.pairs: dict[tuple[str, str, str], float] = {}
+        self.fit: dict[str, dict[str, tuple[float, float]]] = {}
+        try:
+            for gpu, entry in data.items():
+                self.fit[gpu] = {j: (float(s), float(p)) for j, (s, p) in entry["fit"].items()}
+                for a, b, ra, rb in entry["pairs"]:
+                    self.pairs[gpu, a, b], self.pairs[gpu, b, a] = float(ra), float(rb)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ValueError(f"{where}: expected {{gpu: {{fit: {{job: [s, p]}}, pairs: [[a, b, ra, rb]]}}}}: {e!r}") from None
+        jobs = {j for f in self.fit.values() for j in f}
+        self._mean = {j: tuple(np.exp(np.mean([np.log(np.maximum(f[j], 1e-12)) for f in self.fit.values()
+                                               if j in f], axis=0))) for j in jobs}
+        logs = np.log(np.maximum(np.array(list(self._mean.values())), 1e-12))
+        self._typical = tuple(np.exp(np.median(logs, axis=0))) if len(logs) else (1.0, 1.0)
+        across: dict[tuple[str, str], list[float]] = {}
+        for (_, a, b), r in self.pairs.items():
+            across.setdefault((a, b), []).append(r)
+        self._pair_mean = {k: float(np.exp(np.mean(np.log(np.maximum(v, 1e-12))))) for k, v in across.items()}
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Colocation":
+        from .config import read_yaml
+
+        return cls(read_yaml(path), str(path))
+
+    def _sp(self, gpu: str, job: str) -> tuple[float, float]:
+        fit = self.fit.get(gpu)
+        if fit is not None and job in fit:
+            return fit[job]
+        return self._mean.get(job, self._typical)
+
+    def pair(self, gpu: str, a: str, b: str) -> float:
+        """a's speed over its speed alone when it shares a GPU of type `gpu` with b (rules 1-3)."""
+        if (gpu, a, b) in self.pairs:
+            return self.pairs[gpu, a, b]
+        if gpu not in self.fit and (a, b) in self._pair_mean:
+            return self._pair_mean[a, b]
+        return 1.0 / (1.0 + self._sp(gpu, a)[0] * self._sp(gpu, b)[1])
+
+    def factors(self, gpu: str, jobs: list[str]) -> np.ndarray:
+        """Each job's speed over its speed alone when `jobs` share one GPU of type `gpu`."""
+        slow = np.array([sum(1.0 / self.pair(gpu, a, b) - 1.0 for j, b in enumerate(jobs) if j != i)
+                         for i, a in enumerate(jobs)])
+        return 1.0 / (1.0 + slow)
 
 
 @dataclass(frozen=True)
 class PackingModel:
-    """Fitted by `python -m dlclusterenv.profiles` on Gavel's v100/p100/k80 pairs (see config)."""
+    """eps, gamma: the symmetric gpu_util model, fitted by `python -m dlclusterenv.profiles` on
+    Gavel's pairs (see sim.DEFAULT_PACKING); `colocation` takes over where every job on a GPU
+    names its Gavel job type."""
 
     eps: float
     gamma: float
+    colocation: Colocation | None = field(default=None, compare=False)
 
 
 def waterfill(capacity: float, caps: np.ndarray) -> np.ndarray:
@@ -99,6 +166,30 @@ def cpu_contention(
     return eff
 
 
+class SpeedError(ValueError):
+    """A job that cannot be timed on the hardware it was given (names model and GPU type)."""
+
+
+def gpu_compute_s(model: ModelSpec, gpu_type: str, name: str = "?") -> float:
+    """One worker's compute per local batch on a GPU of `gpu_type` (cluster.gpu_type()).
+
+    A model with measurements per GPU type (`gpu_step_s`, each number's source in its zoo file) uses
+    the one for this type; a type it was not measured on is an error rather than a guess (the zoo
+    files derive missing types by their written rule, e.g. a same-family model's ratio, before the
+    numbers get here). A model without them has one speed on every GPU (`step_compute_s`), as the
+    single-type seed testbeds define it.
+    """
+    if not model.gpu_step_s:
+        return model.step_compute_s
+    try:
+        return model.gpu_step_s[gpu_type]
+    except KeyError:
+        raise SpeedError(
+            f"model {name!r} has no measured step time on GPU type {gpu_type!r} "
+            f"(gpu_step_s has {sorted(model.gpu_step_s)})"
+        ) from None
+
+
 @dataclass
 class JobPlan:
     """What a job's speed depends on besides its neighbours, cached on the job until one of its
@@ -110,6 +201,7 @@ class JobPlan:
     limit: np.ndarray  # soft limits, fraction of the node
     ps_ratio_ref: float  # PS cores reserved (0: never CPU-limited)
     w_gpu: np.ndarray  # GPU per worker, -1 for CPU-bound workers
+    w_compute: np.ndarray  # each worker's compute per local batch alone on its device
     w_ref: float  # cores a CPU-bound worker's step time is measured at
     comm: Comm  # per step, the exchange amortised over `every` steps
     every: int = 1  # steps between exchanges (JobSpec.exchange_every)
@@ -122,13 +214,16 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
         w_want = (m.cpu_max or m.worker.cpu) if m.compute_on == "cpu" else m.worker.cpu
         ps_nodes = np.array([t.node for t in ps], dtype=np.int64)
         w_nodes = np.array([t.node for t in ws], dtype=np.int64)
+        on_gpu = m.compute_on == "gpu"
         job.plan = JobPlan(
             task_ids=[t.task_id for t in ps + ws],
             task_node=np.concatenate([ps_nodes, w_nodes]),
             want=np.array([m.ps.cpu] * len(ps) + [w_want] * len(ws), dtype=float),
             limit=np.array([t.cpu_limit for t in ps + ws], dtype=float),
             ps_ratio_ref=m.ps.cpu,
-            w_gpu=np.array([t.gpu if m.compute_on == "gpu" else -1 for t in ws], dtype=np.int64),
+            w_gpu=np.array([t.gpu if on_gpu else -1 for t in ws], dtype=np.int64),
+            w_compute=np.array([gpu_compute_s(m, cluster.node_gpu_type[t.node], job.spec.model)
+                                if on_gpu else m.step_compute_s for t in ws], dtype=float),
             w_ref=(m.cpu_max or m.worker.cpu) if m.compute_on == "cpu" else 0.0,
             comm=pattern(m, job.spec.comm).plan(
                 cluster, m, job.spec.shard_nodes, ps_nodes, w_nodes, job.spec.exchange_every
@@ -197,7 +292,6 @@ def compute_rates(
     n_t = n_ps + n_w
     t_off = np.concatenate([[0], np.cumsum(n_t)[:-1]])
     sync = np.array([x.sync for x in m])
-    compute = np.array([x.step_compute_s for x in m])
     overhead = np.array([x.step_overhead_s for x in m])
     update = np.array([x.ps_update_s for x in m])
     ps_ref = np.array([p.ps_ratio_ref for p in plans])
@@ -225,6 +319,14 @@ def compute_rates(
     k = np.maximum(cnt[g], 1)
     # profiles.packing_speed, vectorised: (1 - eps) * min(1, 1 / sum of utilisations) ** gamma
     packed = (1.0 - packing.eps) * np.minimum(1.0, 1.0 / np.maximum(util_sum[g], 1e-12)) ** packing.gamma
+    if packing.colocation is not None:
+        gavel = [x.gavel_job for x in m]
+        for gid in np.flatnonzero((cnt[: cluster.n_gpus] >= 2) & (mode[: cluster.n_gpus] == 1)):
+            ws = np.flatnonzero(on_gpu & (g == gid))
+            names = [gavel[w_job[i]] for i in ws]
+            if None not in names:
+                gpu = cluster.node_gpu_type[cluster.gpu_node[gid]]
+                packed[ws] = packing.colocation.factors(gpu, names)
     f_gpu = np.where(k == 1, 1.0, np.where(mode[g] == 1, packed, switch / k))
     w_ref = np.array([p.w_ref for p in plans])[w_job]
     f_cpu = np.where(w_ref > 0, eff[w_idx] / np.where(w_ref > 0, w_ref, 1.0), 1.0)
@@ -259,7 +361,7 @@ def compute_rates(
     upd = np.where(n_ps > 0, update / np.maximum(n_ps, 1) / ps_f, 0.0) / every
     w_off = np.concatenate([[0], np.cumsum(n_w)[:-1]])
     # sync waits for the slowest worker, and its PS apply every worker's gradient
-    c_w = compute[w_job] / f  # each worker's compute, slowed by its GPU or CPU share
+    c_w = np.concatenate([p.w_compute for p in plans]) / f  # each worker's, slowed by its share
     slowest = np.maximum.reduceat(c_w, w_off)
     x_sync = comm + upd * n_w
     t_sync = slowest + overhead + rpc + x_sync - np.minimum(phi * slowest, omega * x_sync)

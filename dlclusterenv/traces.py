@@ -104,6 +104,7 @@ class TraceJob:
     vc: str  # Philly: virtual cluster; Alibaba: QoS class (the trace has no VCs)
     line: int  # 1-based CSV line, or 1-based position in a JSON job list
     user: str | None = None  # None: the trace does not say (the replay assigns one)
+    gpu_milli: int = 1000  # thousandths of each GPU (Alibaba's gpu_milli); 1000 = whole GPUs
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,7 @@ class _Row(NamedTuple):
     vc: str
     name: str = ""  # the trace's own job id, if it has one
     user: str | None = None
+    gpu_milli: int = 1000
 
 
 def data_path(path: str | Path) -> Path:
@@ -325,6 +327,7 @@ def _select(
             vc=r.vc,
             line=r.line,
             user=r.user,
+            gpu_milli=r.gpu_milli,
         )
         for r in chosen
     )
@@ -653,10 +656,10 @@ def load_alibaba_pods(
     scheduled_time`` (its run time; the queueing before ``scheduled_time`` is the simulated
     scheduler's to decide), GPUs = ``num_gpu`` (the replay makes each a worker). Left out and
     counted in ``TraceSet.dropped``: CPU-only pods (``num_gpu`` 0: no GPU job to schedule),
-    pods never scheduled or never deleted (empty time: no run time), and, with
-    ``fractional_gpu="skip"`` (default), pods with ``gpu_milli`` < 1000, since a worker here
-    holds whole GPUs; ``fractional_gpu="whole"`` keeps them as ``num_gpu`` whole GPUs instead
-    (over-reserving; Gandiva-style packing may still share them later). The trace has no
+    pods never scheduled or never deleted (empty time: no run time). Pods with ``gpu_milli`` <
+    1000: ``fractional_gpu="skip"`` (default here; a scenario's trace window shares) leaves them
+    out, ``"share"`` keeps the fraction (``TraceJob.gpu_milli``; the engine shares the GPU by
+    packing), ``"whole"`` rounds them up to ``num_gpu`` whole GPUs. The trace has no
     virtual clusters: ``vc`` selects a QoS class (``qos``), the trace's only partition of
     pods. ``start``/``end`` are seconds after the first ``creation_time`` in the file. The pod's
     ``cpu_milli``, ``memory_mib``, ``gpu_spec`` and ``pod_phase`` are checked but not used (task
@@ -667,8 +670,8 @@ def load_alibaba_pods(
     ``scheduled_time``, a ``name`` repeated with different fields. Exact duplicate rows and blank
     lines are dropped; errors and ``skip_bad_rows`` as in :func:`load_philly_csv`.
     """
-    if fractional_gpu not in ("skip", "whole"):
-        raise ValueError(f"fractional_gpu: must be 'skip' or 'whole', got {fractional_gpu!r}")
+    if fractional_gpu not in ("share", "skip", "whole"):
+        raise ValueError(f"fractional_gpu: must be 'share', 'skip' or 'whole', got {fractional_gpu!r}")
     path = Path(path)
     first: dict[str, int] = {}
 
@@ -701,7 +704,8 @@ def load_alibaba_pods(
             return "pods never scheduled"
         if deleted is None:
             return "pods without deletion_time (length unknown)"
-        return _Row(created, line, deleted - scheduled, num_gpu, v["qos"], name=name)
+        milli = gpu_milli if fractional_gpu == "share" else 1000
+        return _Row(created, line, deleted - scheduled, num_gpu, v["qos"], name=name, gpu_milli=milli)
 
     parsed, n_duplicates, n_bad = _read_named_csv(
         path, ALIBABA_POD_COLUMNS, parse, skip_bad_rows=skip_bad_rows, what="Alibaba pod list",

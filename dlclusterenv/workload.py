@@ -49,7 +49,7 @@ from .config import (
 )
 from .jobs import Job, JobSpec
 from .sim import DEFAULT_PACKING
-from .speed import alone_speed
+from .speed import SpeedError, alone_speed, gpu_compute_s
 from .traces import TraceError, TraceSet, TraceWarning, _parse_time, data_path, load_trace
 
 
@@ -85,8 +85,9 @@ class TraceWindow(_Strict):
     first_n: StrictInt | None = Field(default=None, ge=1)
     time_scale: float = Field(default=1.0, gt=0, description="multiplies submit times, durations")
     skip_bad_rows: bool = False
-    fractional_gpu: Literal["skip", "whole"] = Field(
-        default="skip", description="alibaba_csv: pods with gpu_milli < 1000 left out or whole GPUs"
+    fractional_gpu: Literal["share", "skip", "whole"] | None = Field(
+        default=None, description="alibaba_csv: pods with gpu_milli < 1000 share GPUs (default),"
+        " are left out, or take whole GPUs"
     )
 
     @model_validator(mode="after")
@@ -101,7 +102,7 @@ class TraceWindow(_Strict):
                     _parse_time(value)
                 except ValueError as exc:
                     raise ValueError(f"{key}: {exc}") from None
-        if self.fractional_gpu != "skip" and self.format != "alibaba_csv":
+        if self.fractional_gpu is not None and self.format != "alibaba_csv":
             raise ValueError(f"fractional_gpu: only for format alibaba_csv, not {self.format}")
         return self
 
@@ -190,7 +191,7 @@ def _cached_trace(path: Path, stamp: tuple[int, int], t: TraceWindow) -> TraceSe
     """Keyed by the file's (mtime, size) too, so an edited file is read again."""
     options = t.model_dump(exclude={"path", "format", "fractional_gpu"})
     if t.format == "alibaba_csv":
-        options["fractional_gpu"] = t.fractional_gpu
+        options["fractional_gpu"] = t.fractional_gpu or "share"
     return load_trace(path, t.format, **options)
 
 
@@ -363,6 +364,7 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
                     comm=comm,
                     exchange_every=w.exchange_every,
                     data_fraction=w.data_fraction,
+                    gpu_milli=trace.jobs[i].gpu_milli if g is not None else 1000,
                 )
             )
     _check_fits(specs, origins, cluster, zoo, where)
@@ -525,6 +527,18 @@ def never_fits(cluster: Cluster, m: ModelSpec, p: int, w: int) -> str | None:
     return None
 
 
+def _untimed(cluster: Cluster, m: ModelSpec, name: str) -> str | None:
+    """Why a GPU model cannot be timed on some GPU type of this cluster (speed.gpu_compute_s)."""
+    if m.compute_on != "gpu":
+        return None
+    for t in sorted({cluster.node_gpu_type[n] for n in np.flatnonzero(cluster.gpus > 0)}):
+        try:
+            gpu_compute_s(m, t, name)
+        except SpeedError as e:
+            return f"{e}; cluster {cluster.config.name!r} has {t!r} GPUs"
+    return None
+
+
 def _check_fits(
     specs: list[JobSpec], origins: list[tuple[str, str]], cluster: Cluster, zoo: ModelZoo,
     where: str,
@@ -537,7 +551,7 @@ def _check_fits(
     for s, (origin, model_key) in zip(specs, origins):
         m = zoo.models[s.model]
         if s.model not in task_why:
-            task_why[s.model] = task_never_fits(cluster, m)
+            task_why[s.model] = task_never_fits(cluster, m) or _untimed(cluster, m, s.model)
         if task_why[s.model]:
             raise ConfigError(f"{where}: {model_key}: job {s.job_id}: {task_why[s.model]}")
         key = (s.model, s.num_ps, s.num_workers)

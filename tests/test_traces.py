@@ -297,6 +297,10 @@ def test_alibaba_pods_mapping_and_drops():
     assert [(j.job_id, j.submit_s, j.duration_s, j.num_gpus) for j in whole][1] == (
         "openb-pod-0001", 50.0, 4940.0, 1)
     assert "fractional-GPU pods (gpu_milli < 1000)" not in whole.dropped
+    assert all(j.gpu_milli == 1000 for j in whole)
+    shared = load_alibaba_pods(PODS, fractional_gpu="share")  # fractions kept, to share GPUs
+    assert [(j.job_id, j.num_gpus, j.gpu_milli) for j in shared][1] == ("openb-pod-0001", 1, 460)
+    assert "fractional-GPU pods (gpu_milli < 1000)" not in shared.dropped
     assert "users" in trace.synthetic_note
 
 

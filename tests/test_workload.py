@@ -153,8 +153,9 @@ def _scenario_file(tmp_path: Path, workload: dict, cluster: str = "tiny") -> Pat
 
 TRACE_JSON = {"kind": "trace", "models": MIX,
               "trace": {"path": str(DATA / "philly_cluster_job_log.json"), "format": "philly_json"}}
-TRACE_PODS = {"kind": "trace", "models": MIX,
-              "trace": {"path": str(DATA / "openb_pod_list_test.csv"), "format": "alibaba_csv"}}
+TRACE_PODS = {"kind": "trace", "models": MIX,  # whole-GPU pods only (fractions: test_hetero.py)
+              "trace": {"path": str(DATA / "openb_pod_list_test.csv"), "format": "alibaba_csv",
+                        "fractional_gpu": "skip"}}
 
 
 def _with_trace(base: dict, **trace) -> dict:
