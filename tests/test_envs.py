@@ -177,6 +177,56 @@ def test_truncation_at_max_steps(env_id):
             break
     assert i == 25 and trunc and not term
     assert "metrics" in info and info["metrics"]["jobs_unfinished"] > 0
+    assert info["episode_end"] == "max_steps"
+
+
+def _tiny_with(**engine) -> dict:
+    sc = yaml.safe_load(open("configs/scenarios/tiny.yaml"))
+    sc["engine"] = {**sc["engine"], **engine}
+    return sc
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_horizon_truncates_not_terminates(env_id):
+    """A horizon that cuts the episode with jobs unfinished is a truncation (the learner must
+    bootstrap there); the same episode without the horizon terminates with every job done."""
+    env = gym.make(env_id, scenario=_tiny_with(horizon_s=900.0))
+    _, info, _ = run_random_episode(env, seed=0)
+    u = env.unwrapped
+    assert info["episode_end"] == "horizon" and u.sim.now == pytest.approx(900.0)
+    assert info["metrics"]["jobs_finished"] < 8
+    rng = np.random.default_rng(0)
+    _, _, term, trunc, _ = env.step(random_valid_action(env, rng))
+    assert trunc and not term  # stepped again, it stays cut
+    full = gym.make(env_id, scenario=_tiny_with(horizon_s=2.0e6))
+    _, info, _ = run_random_episode(full, seed=0)
+    assert info["episode_end"] == "finished" and info["metrics"]["jobs_finished"] == 8
+
+
+def test_stalled_episode_truncates():
+    """Without ticks, a policy that defers every task leaves nothing that could ever start a job:
+    the simulator stops with jobs pending, and that is a truncation too, not a termination."""
+    env = gym.make("DLClusterPlace-v0", scenario=_tiny_with(tick_s=None, horizon_s=math.inf))
+    env.reset(seed=0)
+    for _ in range(10_000):
+        _, _, term, trunc, info = env.step(end_action(env))
+        if term or trunc:
+            break
+    assert trunc and not term and info["episode_end"] == "stalled"
+    assert info["metrics"]["jobs_unfinished"] > 0
+
+
+def test_time_limit_wrapper_truncates():
+    """The ids register no max_episode_steps (the env's own max_steps option is the cap), but
+    gymnasium's TimeLimit still works when asked for."""
+    assert gym.spec("DLCluster-v0").max_episode_steps is None
+    env = gym.make("DLClusterPlace-v0", scenario="tiny", max_episode_steps=7)
+    env.reset(seed=0)
+    for i in range(1, 8):
+        _, _, term, trunc, _ = env.step(end_action(env))
+        if term or trunc:
+            break
+    assert i == 7 and trunc and not term
 
 
 def test_step_before_reset_raises():
