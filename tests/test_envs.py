@@ -251,17 +251,43 @@ def test_render_ansi(env_id):
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_render_rgb_array(env_id):
+    """Frames of one size a video shows (>= 480 px wide and high) for the whole episode, and the
+    picture follows the episode: a frame a few decision points later differs."""
     env = make_env(env_id, render_mode="rgb_array")
     env.reset(seed=0)
     rng = np.random.default_rng(0)
-    for _ in range(20):
-        img = env.render()
+    frames = [env.render()]
+    for _ in range(3):
+        start = env.unwrapped.decision_index
+        for _ in range(5000):
+            _, _, term, trunc, _ = env.step(random_valid_action(env, rng))
+            if term or trunc or env.unwrapped.decision_index > start:
+                break
+        frames.append(env.render())
+    for img in frames:
         assert isinstance(img, np.ndarray)
         assert img.dtype == np.uint8 and img.ndim == 3 and img.shape[2] == 3
-        assert img.shape[0] > 0 and img.shape[1] > 0
-        _, _, term, trunc, _ = env.step(random_valid_action(env, rng))
-        if term or trunc:
-            break
+    assert {f.shape for f in frames} == {frames[0].shape}
+    assert frames[0].shape[0] >= 480 and frames[0].shape[1] >= 480
+    assert all(not np.array_equal(a, b) for a, b in zip(frames, frames[1:]))
+
+
+def test_render_frame_shows_jobs_in_their_colours():
+    """A GPU cell holding a job is drawn in that job's colour (envs.render.job_colour)."""
+    from dlclusterenv.envs.render import job_colour
+
+    env = make_env("DLClusterPlace-v0", render_mode="rgb_array", work_conserving=True)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    while not any(env.unwrapped.sim.gpu_tasks):
+        env.step(random_valid_action(env, rng))
+    sim = env.unwrapped.sim
+    img = env.render().reshape(-1, 3).astype(int)
+    order = list(sim.jobs)
+    on_gpu = {t[0].rpartition("/")[0] for t in sim.gpu_tasks if t}
+    for jid in on_gpu:
+        want = np.round(np.array(job_colour(order.index(jid))) * 255)
+        assert (np.abs(img - want).max(1) <= 1).sum() > 100, jid  # a cell plus the legend swatch
 
 
 def test_render_mode_unknown_raises():

@@ -38,11 +38,6 @@ REWARDS = ("jct", "makespan", "traffic", "utilisation")
 NODE_F, JOB_F, TASK_F, GLOBAL_F = 8, 10, 6, 5
 
 
-def _palette(k: int) -> np.ndarray:
-    rng = np.random.default_rng(k)
-    return (64 + rng.integers(0, 192, 3)).astype(np.uint8)
-
-
 SHAPED = ("traffic", "jct")
 MAX_JOBS = 16  # default job window (max_jobs)
 
@@ -494,18 +489,7 @@ class ClusterEnv(gym.Env):
         return "\n".join(lines) + "\n"
 
     def _rgb(self) -> np.ndarray:
-        """One row per node: a CPU-use bar, then one cell per GPU coloured by its job."""
-        sim, c = self.sim, self.cluster
-        cell, width = 8, 8 + max(int(c.gpus.max()), 1)
-        img = np.full((c.n_nodes * cell, width * cell, 3), 255, np.uint8)
-        ids = {j.job_id: k for k, j in enumerate(sim.jobs.values())}
-        for i in range(c.n_nodes):
-            y = i * cell
-            used = int(round(7 * cell * min(sim.used_cpu[i] / c.cpus[i], 1.0)))
-            img[y + 1 : y + cell - 1, :used] = (90, 90, 200)
-            for s in range(c.gpus[i]):
-                x = (8 + s) * cell
-                owners = sim.gpu_tasks[c.gpu_base[i] + s]
-                color = _palette(ids[owners[0].rpartition("/")[0]]) if owners else (220, 220, 220)
-                img[y + 1 : y + cell - 1, x + 1 : x + cell - 1] = color
-        return img
+        """Racks, nodes, GPUs coloured by job, the job list and the simulated time (envs.render)."""
+        from .render import frame
+
+        return frame(self)
