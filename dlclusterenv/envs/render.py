@@ -4,8 +4,7 @@ white dot where GPU time-slicing or packing puts several tasks), beside the visi
 colour with their state, under a title with the simulated time.
 
 Drawn with matplotlib's Agg canvas on a Figure of its own (no pyplot state, so envs in threads or
-processes do not share one); the cells are one image, so a frame of the 2,496-GPU Philly cluster
-costs about what one of `tiny` does. The frame size is fixed by the cluster (960 wide, at least 480
+processes do not share one); the cells are one image rather than a patch each. The frame size is fixed by the cluster (960 wide, at least 480
 high: a size a video shows); every frame of an episode has it."""
 
 from __future__ import annotations
