@@ -44,6 +44,17 @@ def _seeds(results: list[RunResult]) -> str:
     return "seed " + ", ".join(map(str, s)) if len(s) == 1 else "seeds " + ", ".join(map(str, s))
 
 
+def censored_cdf(jobs: list[dict], key: str = "jct_s") -> tuple[np.ndarray, np.ndarray]:
+    """(sorted values of the jobs that have one, fraction of all jobs at or below each): a job left
+    unfinished has no JCT, and one never started no queueing delay, only a lower bound, so it is
+    censored (never a step) and the curve ends below 1 instead of drawing it as done at the end."""
+    def known(j: dict) -> bool:
+        return j["finished"] if key == "jct_s" else not math.isnan(j["first_start_s"])
+
+    x = np.sort([j[key] for j in jobs if known(j)])
+    return x, np.arange(1, len(x) + 1) / max(len(jobs), 1)
+
+
 def _end(r: RunResult) -> float:
     """When the run stopped: its last simulated interval, else its last arrival or finish."""
     if r.timeline:
@@ -93,21 +104,27 @@ def figures(policies: list[str], results: list[RunResult], scenario: str = "") -
         xs = [np.array([r.summary[key] for r in runs[p]], dtype=float) / scale for p in policies]
         return np.array([x.mean() if len(x) else 0.0 for x in xs]), np.array([ci95(x) for x in xs])
 
+    unfinished = {p: sum(int(r.summary["jobs_unfinished"]) for r in runs[p]) for p in policies}
+
     def bars(ax, key: str, scale: float, title: str) -> None:
-        """Means with their intervals; these metrics are >= 0, so the lower whisker stops at 0."""
+        """Means with their intervals; these metrics are >= 0, so the lower whisker stops at 0. A
+        policy that left jobs unfinished has only a lower bound: its bar is black cross-hatched."""
         m, e = per(key, scale)
         for i, p in enumerate(policies):
-            ax.bar(i, m[i], yerr=[[min(e[i], m[i])], [e[i]]], capsize=3, color=sty[p]["color"], hatch=sty[p]["hatch"],
-                   edgecolor="white")
+            cut = unfinished[p] > 0
+            ax.bar(i, m[i], yerr=[[min(e[i], m[i])], [e[i]]], capsize=3, color=sty[p]["color"],
+                   hatch="xx" if cut else sty[p]["hatch"], edgecolor="black" if cut else "white")
         ax.set_xticks(range(len(policies)), policies, rotation=60, ha="right", fontsize=7)
-        ax.set(title=f"{title}, 95% interval over seeds")
+        note = "\nblack cross-hatched: jobs unfinished, a lower bound" if any(unfinished.values()) else ""
+        ax.set(title=f"{title}, 95% interval over seeds{note}")
 
     def cdf(ax, key: str, xlabel: str, title: str) -> None:
         for p in policies:
-            x = np.sort([j[key] for r in runs[p] for j in r.jobs]) / 3600
-            ax.plot(x, np.arange(1, len(x) + 1) / max(len(x), 1), label=p, lw=1.3,
-                    color=sty[p]["color"], linestyle=sty[p]["linestyle"])
-        ax.set(xlabel=xlabel, ylabel="CDF of jobs", title=title)
+            x, y = censored_cdf([j for r in runs[p] for j in r.jobs], key)
+            label = f"{p} ({unfinished[p]} unfinished)" if unfinished[p] else p
+            ax.plot(x / 3600, y, label=label, lw=1.3, color=sty[p]["color"],
+                    linestyle=sty[p]["linestyle"])
+        ax.set(xlabel=xlabel, ylabel="fraction of jobs", title=title)
 
     def legend(fig, ax) -> None:
         """Below the axes row, off the data."""
@@ -118,7 +135,7 @@ def figures(policies: list[str], results: list[RunResult], scenario: str = "") -
 
     # jct.png: CDF over all jobs and seeds, bars of avg JCT and makespan
     fig, (a, b, c) = plt.subplots(1, 3, figsize=(16, 5.2))
-    cdf(a, "jct_s", "JCT (h)", "Job completion time")
+    cdf(a, "jct_s", "JCT (h)", "Job completion time (unfinished jobs censored:\nthe curve ends below 1)")
     bars(b, "avg_jct_s", 3600, "Average JCT (h)")
     bars(c, "makespan_s", 3600, "Makespan (h)")
     fig.suptitle(f"Job completion time: {where}")
@@ -126,9 +143,10 @@ def figures(policies: list[str], results: list[RunResult], scenario: str = "") -
     legend(fig, a)
     save(fig, "jct")
 
-    # queueing.png: time from arrival to first start (a job never started counts to the run's end)
+    # queueing.png: time from arrival to first start (bars: avg_queue_s, where a job never started
+    # counts to the run's end)
     fig, (a, b) = plt.subplots(1, 2, figsize=(13, 5.2))
-    cdf(a, "queue_s", "queueing delay (h)", "Arrival to first start (never started: to the end)")
+    cdf(a, "queue_s", "queueing delay (h)", "Arrival to first start (jobs never started\ncensored: the curve ends below 1)")
     bars(b, "avg_queue_s", 3600, "Average queueing delay (h)")
     fig.suptitle(f"Queueing delay: {where}")
     fig.tight_layout(rect=(0, 0.1, 1, 1))

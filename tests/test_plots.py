@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dlclusterenv.evaluate import sweep
-from dlclusterenv.plots import MAX_POLICIES, figures, styles
+from dlclusterenv.plots import MAX_POLICIES, censored_cdf, figures, styles
 
 POLICIES = ["tiresias", "fifo", "dltap"]
 
@@ -69,3 +69,29 @@ def test_queueing_and_pending(figs):
         y = ax.get_lines()[0].get_ydata()
         assert y.min() == 0 and 0 < y.max() <= 8  # 8 jobs in tiny; some wait at some point
         assert np.all(np.asarray(y) >= 0)
+
+
+def test_censored_cdf():
+    nan = float("nan")
+    jobs = [dict(jct_s=10.0, finished=True, queue_s=1.0, first_start_s=5.0),
+            dict(jct_s=99.0, finished=False, queue_s=2.0, first_start_s=6.0),
+            dict(jct_s=99.0, finished=False, queue_s=50.0, first_start_s=nan)]
+    x, y = censored_cdf(jobs)
+    assert x.tolist() == [10.0] and y.tolist() == pytest.approx([1 / 3])
+    x, y = censored_cdf(jobs, "queue_s")
+    assert x.tolist() == [1.0, 2.0] and y.tolist() == pytest.approx([1 / 3, 2 / 3])
+
+
+def test_unfinished_jobs_are_censored_and_marked():
+    """A horizon that cuts the run: the CDF ends below 1, the legend and the bars say so."""
+    import yaml
+
+    sc = yaml.safe_load(open("configs/scenarios/tiny.yaml"))
+    sc["engine"]["horizon_s"] = 2400.0
+    results = sweep(sc, ["fifo"], 1, workers=1, progress=False)
+    assert results[0].summary["jobs_unfinished"] > 0
+    f = figures(["fifo"], results, "tiny-cut")
+    line = f["jct"].axes[0].get_lines()[0]
+    assert line.get_ydata().max() < 1 and "unfinished" in line.get_label()
+    bar = f["jct"].axes[1].patches[0]
+    assert bar.get_hatch() == "xx" and "lower bound" in f["jct"].axes[1].get_title()
