@@ -160,13 +160,29 @@ class JointPolicy(EntityPolicy):
 _POLICIES = ((PlacementEnv, PlacePolicy), (AllocationEnv, AllocPolicy), (JointEnv, JointPolicy))
 
 
-def policy_for(env: gym.Env) -> type[EntityPolicy]:
-    """The entity policy whose action layout matches a DLCluster env (wrapped or not)."""
-    base = env.unwrapped
+def _first_env(env):
+    """The unwrapped env behind a gym.Env, a gymnasium VectorEnv (gym.make_vec, sync or async) or
+    an SB3 VecEnv (Dummy, Subproc, and wrappers such as VecNormalize); the sub-envs of a vector
+    share one class. A subprocess's env comes back pickled, once, which is why only env 0 is asked."""
+    from stable_baselines3.common.vec_env import VecEnv
+
+    if isinstance(env, VecEnv):
+        return env.get_attr("unwrapped", indices=[0])[0]
+    if isinstance(env, gym.vector.VectorEnv):
+        envs = getattr(env, "envs", None)  # SyncVectorEnv holds them; AsyncVectorEnv does not
+        return envs[0].unwrapped if envs else env.get_attr("unwrapped")[0]
+    return env.unwrapped
+
+
+def policy_for(env) -> type[EntityPolicy]:
+    """The entity policy whose action layout matches a DLCluster env: a gym.Env (wrapped or not),
+    a gymnasium VectorEnv or an SB3 VecEnv of them."""
+    base = _first_env(env)
     for cls, policy in _POLICIES:
         if isinstance(base, cls):
             return policy
-    raise ValueError(f"policy_for: {type(base).__name__} is not a DLCluster env")
+    raise ValueError(f"policy_for: {type(base).__name__} is not a DLCluster env (nor a vector of "
+                     "DLClusterPlace / DLClusterAlloc / DLClusterJoint envs)")
 
 
 _HYPERPARAMETERS = ("learning_rate", "n_steps", "batch_size", "n_epochs", "gamma", "gae_lambda",

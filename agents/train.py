@@ -279,14 +279,15 @@ def checkpoints(out: Path) -> list[tuple[int, Path]]:
 
 
 def _callback(cfg: TrainConfig, out: Path, run: dict, t0: float):
-    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.callbacks import BaseCallback, CallbackList
     from stable_baselines3.common.logger import TensorBoardOutputFormat
 
+    from .callbacks import SimMetricsCallback
     from .learned import evaluate_model
 
     class TrainingCallback(BaseCallback):
-        """Episode metrics to TensorBoard as episodes end; checkpoints and evaluations at rollout
-        boundaries (the model is then fixed, and a checkpoint has every step it counts)."""
+        """Checkpoints and evaluations at rollout boundaries (the model is then fixed, and a
+        checkpoint has every step it counts); episode metrics come from SimMetricsCallback."""
 
         def _on_training_start(self) -> None:
             fmts = [f for f in self.logger.output_formats if isinstance(f, TensorBoardOutputFormat)]
@@ -326,16 +327,9 @@ def _callback(cfg: TrainConfig, out: Path, run: dict, t0: float):
             self.tb.flush()
 
         def _on_step(self) -> bool:
-            t = self.num_timesteps
-            for info, done in zip(self.locals["infos"], self.locals["dones"]):
-                if done and "metrics" in info:
-                    if "episode" in info:
-                        self.tb.add_scalar("episode/reward", float(info["episode"]["r"]), t)
-                    for k in EPISODE_METRICS:
-                        self.tb.add_scalar(f"episode/{k}", float(info["metrics"][k]), t)
             return True
 
-    return TrainingCallback()
+    return CallbackList([SimMetricsCallback(), TrainingCallback()])
 
 
 def save_checkpoint(model, out: Path, run: dict, t0: float) -> Path:

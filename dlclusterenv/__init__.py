@@ -12,7 +12,8 @@ from .workload import build
 __version__ = "0.1.0"
 
 # id -> (entry point, default kwargs). DLCluster-v0 is the joint env: it can express every
-# allocation and placement decision the heuristics make.
+# allocation and placement decision the heuristics make. No max_episode_steps: the envs cap
+# episodes with their own max_steps option (ClusterEnv docstring, "Episode End", says why).
 _ENVS = {
     "DLCluster-v0": ("dlclusterenv.envs:JointEnv", {}),
     "DLClusterPlace-v0": ("dlclusterenv.envs:PlacementEnv", {}),

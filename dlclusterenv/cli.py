@@ -224,7 +224,7 @@ def _main(argv: list[str] | None) -> int:
                 board, f"scenario {a.scenario}, {a.seeds} seeds from {a.first_seed}; mean ± 95% interval; ranked by avg JCT "
                 "(policies leaving jobs unfinished last, never marked best)", columns=columns)
             print(f"wrote {out}/runs.csv, jobs.csv, timing.csv (wall clock) and the plots "
-                  "jct.png, utilisation.png, traffic.png, locality.png")
+                  "jct.png, queueing.png, utilisation.png, pending.png, traffic.png, locality.png")
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2

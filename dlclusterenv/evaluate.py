@@ -57,7 +57,8 @@ from typing import Any
 import numpy as np
 
 from . import make_sim, schedulers
-from .metrics import JobRecord
+from .metrics import JobRecord, ci95
+from .plots import figures
 from .schedulers import PolicyError
 from .workload import Scenario, build, load_scenario
 
@@ -332,15 +333,6 @@ def write_csv(path: Path, rows: list[dict], columns: list[str] | None = None) ->
     atomic_write(path, lambda tmp: tmp.write_text(buf.getvalue()))
 
 
-def ci95(x: np.ndarray) -> float:
-    """Half-width of the 95% interval of the mean over seeds (Student t; 0 for one seed): with 3
-    seeds the normal approximation would understate it by a factor of 2.2."""
-    from scipy.stats import t
-
-    n = len(x)
-    return float(t.ppf(0.975, n - 1) * x.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0
-
-
 def leaderboard(results: list[RunResult], policies: list[str]) -> list[dict[str, Any]]:
     """Per policy: (mean, 95% half-width) of each BOARD metric and the unfinished job count; ranked
     by mean avg JCT (ties by name), except that policies leaving jobs unfinished rank after those
@@ -427,7 +419,7 @@ def evaluate(
     """The sweep, each run saved as it finishes, then runs.csv, jobs.csv, timing.csv and the plots
     in `out`; returns the leaderboard. `resume` reuses the runs saved in `out`. See the module
     docstring for how `out` is held and filled."""
-    build(scenario, 0)  # a bad scenario fails here, once, before any worker or Ray task starts
+    name = build(scenario, 0)[0].name  # a bad scenario fails here, once, before any worker or Ray task starts
     key = fingerprint(scenario)
     with claim(out):
         (out / PER_RUN).mkdir(exist_ok=True)
@@ -452,7 +444,7 @@ def evaluate(
                 {"policy": r.policy, "seed": r.seed, "decision_latency_ms": r.latency_ms, "wall_s": r.wall_s}
                 for r in results
             ])
-            plots(stage, [r["policy"] for r in board], results)  # bars and legends in leaderboard order
+            plots(stage, [r["policy"] for r in board], results, name)  # bars, panels in board order
             _move_all(stage, out)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
@@ -501,87 +493,10 @@ def _move_all(stage: Path, out: Path) -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
-def _save(fig, out: Path, name: str) -> None:
-    atomic_write(out / f"{name}.png", lambda tmp: fig.savefig(tmp, dpi=100, format="png"))
-
-
-def censored_cdf(jobs: list[dict]) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted JCTs of the finished jobs, fraction of all jobs finished by each): an unfinished
-    job has no JCT, only a lower bound, so it is censored (never a step), and the curve ends at
-    the finished fraction instead of 1."""
-    x = np.sort([j["jct_s"] for j in jobs if j["finished"]])
-    return x, np.arange(1, len(x) + 1) / max(len(jobs), 1)
-
-
-def plots(out: Path, policies: list[str], results: list[RunResult]) -> None:
-    """jct.png (CDF and bars of avg JCT and makespan with 95% intervals; a job left unfinished is
-    censored, not drawn as finished at the episode's end: the CDF counts finished jobs over all
-    jobs, so it ends below 1, and bars of such policies are hatched), utilisation.png (GPU use
-    over time, seed 0), traffic.png (cross-node / cross-rack GB), locality.png (data-local,
-    rack-local, off-switch fractions)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+def plots(out: Path, policies: list[str], results: list[RunResult], scenario: str = "") -> None:
+    """Every plot of dlclusterenv.plots.figures as out/<name>.png."""
     import matplotlib.pyplot as plt
 
-    def per(key: str, scale: float = 1.0):
-        xs = [np.array([r.summary[key] for r in results if r.policy == p], dtype=float) / scale for p in policies]
-        return [x.mean() for x in xs], [ci95(x) for x in xs]
-
-    plt.rcParams["axes.prop_cycle"] = plt.cycler(color=plt.cm.tab20.colors)  # 16+ policies
-    fig, (a, b, c) = plt.subplots(1, 3, figsize=(16, 4.5))
-    unfinished = {p: sum(int(r.summary["jobs_unfinished"]) for r in results if r.policy == p) for p in policies}
-    for pol in policies:
-        x, y = censored_cdf([j for r in results if r.policy == pol for j in r.jobs])
-        label = f"{pol} ({unfinished[pol]} unfinished)" if unfinished[pol] else pol
-        a.plot(x / 3600, y, label=label)
-    a.set(xlabel="JCT (h)", ylabel="fraction of jobs finished",
-          title="Job completion time (unfinished jobs censored:\ntheir curve ends below 1)")
-    a.legend(fontsize=7)
-    hatch = ["//" if unfinished[p] else "" for p in policies]
-    for ax, key, title in ((b, "avg_jct_s", "Average JCT (h)"), (c, "makespan_s", "Makespan (h)")):
-        m, e = per(key, 3600)
-        ax.bar(policies, m, yerr=e, capsize=3, hatch=hatch, edgecolor="k")
-        ax.set(title=f"{title}, 95% interval over seeds" + ("\nhatched: jobs unfinished, a lower bound" if any(hatch) else ""))
-        ax.tick_params(axis="x", rotation=60, labelsize=7)
-    fig.tight_layout()
-    _save(fig, out, "jct")
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(10, 4))
-    for r in results:
-        if r.seed == 0 and r.timeline:
-            tl = np.array(r.timeline)
-            ax.step(tl[:, 0] / 3600, tl[:, 2], where="post", label=r.policy, lw=1)
-    ax.set(xlabel="time (h)", ylabel="GPUs busy (fraction)", title="GPU utilisation, seed 0")
-    if ax.get_legend_handles_labels()[0]:  # no lines without jobs
-        ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    _save(fig, out, "utilisation")
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(10, 4))
-    x = np.arange(len(policies))
-    for k, (key, label) in enumerate((("cross_node_gb", "across nodes"), ("cross_rack_gb", "across racks"))):
-        m, e = per(key)
-        ax.bar(x + 0.4 * k, m, 0.4, yerr=e, capsize=3, label=label)
-    ax.set_xticks(x + 0.2, policies, rotation=60, fontsize=7)
-    ax.set(ylabel="GB per run", title="Network traffic, 95% interval over seeds")
-    ax.legend()
-    fig.tight_layout()
-    _save(fig, out, "traffic")
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(10, 4))
-    bottom = np.zeros(len(policies))
-    for key, label in (("data_local_frac", "data-local"), ("rack_local_frac", "rack-local"),
-                       ("off_switch_frac", "off-switch")):
-        m, _ = per(key)
-        ax.bar(policies, m, bottom=bottom, label=label)
-        bottom += np.array(m)
-    ax.set(ylabel="fraction of worker starts", title="Input locality (D²S Table 1 classes)")
-    ax.tick_params(axis="x", rotation=60, labelsize=7)
-    ax.legend()
-    fig.tight_layout()
-    _save(fig, out, "locality")
-    plt.close(fig)
+    for name, fig in figures(policies, results, scenario).items():
+        atomic_write(out / f"{name}.png", lambda tmp, fig=fig: fig.savefig(tmp, dpi=100, format="png"))
+        plt.close(fig)

@@ -177,6 +177,56 @@ def test_truncation_at_max_steps(env_id):
             break
     assert i == 25 and trunc and not term
     assert "metrics" in info and info["metrics"]["jobs_unfinished"] > 0
+    assert info["episode_end"] == "max_steps"
+
+
+def _tiny_with(**engine) -> dict:
+    sc = yaml.safe_load(open("configs/scenarios/tiny.yaml"))
+    sc["engine"] = {**sc["engine"], **engine}
+    return sc
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_horizon_truncates_not_terminates(env_id):
+    """A horizon that cuts the episode with jobs unfinished is a truncation (the learner must
+    bootstrap there); the same episode without the horizon terminates with every job done."""
+    env = gym.make(env_id, scenario=_tiny_with(horizon_s=900.0))
+    _, info, _ = run_random_episode(env, seed=0)
+    u = env.unwrapped
+    assert info["episode_end"] == "horizon" and u.sim.now == pytest.approx(900.0)
+    assert info["metrics"]["jobs_finished"] < 8
+    rng = np.random.default_rng(0)
+    _, _, term, trunc, _ = env.step(random_valid_action(env, rng))
+    assert trunc and not term  # stepped again, it stays cut
+    full = gym.make(env_id, scenario=_tiny_with(horizon_s=2.0e6))
+    _, info, _ = run_random_episode(full, seed=0)
+    assert info["episode_end"] == "finished" and info["metrics"]["jobs_finished"] == 8
+
+
+def test_stalled_episode_truncates():
+    """Without ticks, a policy that defers every task leaves nothing that could ever start a job:
+    the simulator stops with jobs pending, and that is a truncation too, not a termination."""
+    env = gym.make("DLClusterPlace-v0", scenario=_tiny_with(tick_s=None, horizon_s=math.inf))
+    env.reset(seed=0)
+    for _ in range(10_000):
+        _, _, term, trunc, info = env.step(end_action(env))
+        if term or trunc:
+            break
+    assert trunc and not term and info["episode_end"] == "stalled"
+    assert info["metrics"]["jobs_unfinished"] > 0
+
+
+def test_time_limit_wrapper_truncates():
+    """The ids register no max_episode_steps (the env's own max_steps option is the cap), but
+    gymnasium's TimeLimit still works when asked for."""
+    assert gym.spec("DLCluster-v0").max_episode_steps is None
+    env = gym.make("DLClusterPlace-v0", scenario="tiny", max_episode_steps=7)
+    env.reset(seed=0)
+    for i in range(1, 8):
+        _, _, term, trunc, _ = env.step(end_action(env))
+        if term or trunc:
+            break
+    assert i == 7 and trunc and not term
 
 
 def test_step_before_reset_raises():
@@ -201,17 +251,43 @@ def test_render_ansi(env_id):
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_render_rgb_array(env_id):
+    """Frames of one size a video shows (>= 480 px wide and high) for the whole episode, and the
+    picture follows the episode: a frame a few decision points later differs."""
     env = make_env(env_id, render_mode="rgb_array")
     env.reset(seed=0)
     rng = np.random.default_rng(0)
-    for _ in range(20):
-        img = env.render()
+    frames = [env.render()]
+    for _ in range(3):
+        start = env.unwrapped.decision_index
+        for _ in range(5000):
+            _, _, term, trunc, _ = env.step(random_valid_action(env, rng))
+            if term or trunc or env.unwrapped.decision_index > start:
+                break
+        frames.append(env.render())
+    for img in frames:
         assert isinstance(img, np.ndarray)
         assert img.dtype == np.uint8 and img.ndim == 3 and img.shape[2] == 3
-        assert img.shape[0] > 0 and img.shape[1] > 0
-        _, _, term, trunc, _ = env.step(random_valid_action(env, rng))
-        if term or trunc:
-            break
+    assert {f.shape for f in frames} == {frames[0].shape}
+    assert frames[0].shape[0] >= 480 and frames[0].shape[1] >= 480
+    assert all(not np.array_equal(a, b) for a, b in zip(frames, frames[1:]))
+
+
+def test_render_frame_shows_jobs_in_their_colours():
+    """A GPU cell holding a job is drawn in that job's colour (envs.render.job_colour)."""
+    from dlclusterenv.envs.render import job_colour
+
+    env = make_env("DLClusterPlace-v0", render_mode="rgb_array", work_conserving=True)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    while not any(env.unwrapped.sim.gpu_tasks):
+        env.step(random_valid_action(env, rng))
+    sim = env.unwrapped.sim
+    img = env.render().reshape(-1, 3).astype(int)
+    order = list(sim.jobs)
+    on_gpu = {t[0].rpartition("/")[0] for t in sim.gpu_tasks if t}
+    for jid in on_gpu:
+        want = np.round(np.array(job_colour(order.index(jid))) * 255)
+        assert (np.abs(img - want).max(1) <= 1).sum() > 100, jid  # a cell plus the legend swatch
 
 
 def test_render_mode_unknown_raises():

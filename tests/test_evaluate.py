@@ -18,7 +18,6 @@ from dlclusterenv.evaluate import (
     RunResult,
     COLUMNS,
     atomic_write,
-    censored_cdf,
     ci95,
     evaluate,
     leaderboard,
@@ -323,10 +322,3 @@ def test_a_policy_with_unfinished_jobs_gets_no_best_mark():
     print_leaderboard(board, console=Console(file=tty, force_terminal=True, width=200))
     lines = {n: next(ln for ln in tty.getvalue().splitlines() if n in ln) for n in ("fifo", "quitter")}
     assert "\x1b[1m" in lines["fifo"] and "\x1b[1m" not in lines["quitter"]
-
-
-def test_jct_cdf_censors_unfinished_jobs():
-    jobs = [{"jct_s": 30.0, "finished": True}, {"jct_s": 10.0, "finished": True},
-            {"jct_s": 5.0, "finished": False}, {"jct_s": 99.0, "finished": False}]
-    x, y = censored_cdf(jobs)
-    assert list(x) == [10.0, 30.0] and list(y) == [0.25, 0.5]

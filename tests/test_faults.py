@@ -100,8 +100,8 @@ def test_a_scenario_without_jobs_evaluates_to_complete_files(tmp_path):
     board = evaluate(ZERO_JOBS, ["fifo", "tiresias"], 2, tmp_path / "out", workers=1, progress=False)
     assert [r["unfinished"] for r in board] == [0, 0]
     names = sorted(p.name for p in (tmp_path / "out").iterdir())
-    assert names == ["jct.png", "jobs.csv", "locality.png", "runs.csv", "timing.csv", "traffic.png",
-                     "utilisation.png"]
+    assert names == ["jct.png", "jobs.csv", "locality.png", "pending.png", "queueing.png", "runs.csv",
+                     "timing.csv", "traffic.png", "utilisation.png"]
     with open(tmp_path / "out" / "jobs.csv", newline="") as f:
         rows = list(csv.reader(f))
     assert rows[0][:4] == ["policy", "seed", "job_id", "model"] and len(rows) == 1

@@ -203,8 +203,9 @@ def test_env_random_actions_keep_invariants(env_id, scenario, seed, actions, tai
         if term or trunc:
             event("terminated" if term else "truncated")
             assert "metrics" in info
-            assert term == sim.done
-            assert trunc == (not sim.done and u.steps >= MAX_STEPS)
+            all_done = not sim.active_jobs() and len(sim.jobs) == len(sim.specs)
+            assert term == (sim.done and all_done)
+            assert trunc == (not term and (sim.done or u.steps >= MAX_STEPS))
             return
     raise AssertionError(f"episode did not end within {MAX_STEPS} steps")
 

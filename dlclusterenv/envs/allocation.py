@@ -176,7 +176,18 @@ class AllocationOptions(Options):
 
 
 class AllocationEnv(_ProposalEnv):
-    """`work_conserving=True` masks end-of-round while a job slot that would not run yet (no PS
+    """DLClusterAlloc-v0: how many PS and workers each job gets; a placer puts the tasks.
+
+    ## Action Space
+    `Discrete(2 * max_jobs + 1)`: (slot, +PS | +worker) at index 2 * slot + role, last = end of
+    round; with `shapes`, `Discrete(len(shapes) * max_jobs + 1)`: (slot, shape k). Observation,
+    rewards and episode end: see ClusterEnv.
+
+    ## Arguments
+    `placer` ("spread" | "pack"), `work_conserving`, `max_adds_per_round`, `shapes`,
+    `grow_running`, as below.
+
+    `work_conserving=True` masks end-of-round while a job slot that would not run yet (no PS
     or no worker in its proposal) can still get the task it lacks: every job that fits is
     started, and the policy decides only how big. Without it, ending every round is the likeliest
     single action of an untrained policy, and a JCT reward that pays off only hours later rarely
@@ -380,6 +391,17 @@ def _check_shapes(shapes, max_tasks: int) -> list[tuple[int, int]] | None:
 
 
 class JointEnv(_ProposalEnv):
+    """DLCluster-v0 and DLClusterJoint-v0: allocation and placement together.
+
+    ## Action Space
+    `Discrete(2 * max_jobs * max_nodes + max_jobs + 1)`: (slot, +PS | +worker, node) at
+    `encode(slot, role, node)`, then release slot j at `encode_release(j)`, last = end of round.
+    Observation, rewards and episode end: see ClusterEnv.
+
+    ## Arguments
+    Those of ClusterEnv only.
+    """
+
     def __init__(self, scenario="default", **kw):
         super().__init__(scenario, **kw)
         self._n_add = 2 * self.max_jobs * self.max_nodes

@@ -31,16 +31,11 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 from ..api import Decision
 from ..config import ConfigError, read_yaml, validate
 from ..jobs import Job
-from ..sim import Simulator
+from ..sim import EPS, Simulator
 from ..workload import Scenario, build, generate_jobs
 
 REWARDS = ("jct", "makespan", "traffic", "utilisation")
 NODE_F, JOB_F, TASK_F, GLOBAL_F = 8, 10, 6, 5
-
-
-def _palette(k: int) -> np.ndarray:
-    rng = np.random.default_rng(k)
-    return (64 + rng.integers(0, 192, 3)).astype(np.uint8)
 
 
 SHAPED = ("traffic", "jct")
@@ -117,6 +112,51 @@ def _shaping_terms(shaping, weights: dict[str, float]) -> tuple[str, ...]:
 
 
 class ClusterEnv(gym.Env):
+    """Base of the DLCluster envs: a scenario's jobs scheduled one micro-decision per step.
+
+    ## Description
+    At each simulator decision point (arrival, completion, `engine.tick_s`) the policy takes a
+    round of micro-actions (the subclass's Action Space); when it ends the round, or nothing is
+    left to decide, the round is applied as one Decision and the simulator runs to the next point.
+
+    ## Observation Space
+    `Dict` of float32 arrays in [0, 1] (N = max_nodes, J = max_jobs; padding rows are 0):
+    - `nodes` (N, 8): valid, free CPU / memory / GPU fractions, GPUs / most GPUs of a node, rack
+      index / (racks - 1), share of the focal job's tasks on the node, holds the focal job's data;
+    - `node_mask` (N,), `job_mask` (J,): 1 for real nodes and occupied job slots;
+    - `jobs` (J, 10), active jobs in arrival order: valid, running, PS / 16, workers / 32, progress
+      toward max epochs, 1 - exp(-age / time_scale_s), last / first loss, GPUs per worker,
+      log10(parameter bytes) / 12, placed share of its tasks;
+    - `task` (6,): the focal task (placement env) or 0: is PS, is worker, CPU and memory demand
+      over the largest node's, GPUs, slot / J;
+    - `global` (5,): 1 - exp(-time / (100 time_scale_s)), pending / J, running / J, free GPU and
+      free CPU fractions of the cluster.
+
+    ## Rewards
+    Per step, the weighted `reward` terms over the simulated time since the last step (`_reward`):
+    `jct` (minus jobs in system x hours; the default), `makespan`, `traffic` (minus cross-node GB),
+    `utilisation`; minus `invalid_penalty` for an action outside `action_masks()`.
+
+    ## Starting State
+    `reset(seed)` draws the scenario's jobs with that seed and runs to the first decision point.
+
+    ## Episode End
+    `terminated` only when every job of the scenario has arrived and finished. `truncated` when
+    the episode is cut with jobs unfinished: the scenario's `engine.horizon_s`, the `max_steps`
+    cap, or a stall (jobs left that nothing can ever start). `info["episode_end"]` says which
+    ("finished", "horizon", "max_steps", "stalled") and `info["metrics"]` carries the simulator's
+    metrics. The ids register no `max_episode_steps`: an episode's length grows with the
+    scenario's jobs and tasks (a random placement episode: 93 steps on `tiny`, 740 on `default`,
+    more again on a trace replay of thousands of jobs), so no one number fits every scenario, and gymnasium's TimeLimit would ignore a `max_steps` given in
+    a `config=` YAML; pass `max_steps=` (or `gym.make(..., max_episode_steps=n)`) instead.
+
+    ## Arguments
+    `scenario` (preset, YAML path, dict or Scenario), `config` (YAML of these arguments),
+    `max_nodes` / `max_jobs` (padding, so one policy fits several clusters), `reward` (a term or
+    {term: weight}), `time_scale_s`, `invalid_penalty`, `max_steps`, `shaping` (potential-based
+    shaping of the traffic / jct terms), `render_mode` ("ansi" or "rgb_array"); plus each env's own.
+    """
+
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
     extra_options: type[Options] = Options  # a subclass's own options
 
@@ -230,15 +270,30 @@ class ClusterEnv(gym.Env):
             self._mask = None
         self._settle()
         reward += self._reward()
-        terminated = self.sim.done
-        truncated = not terminated and self.steps >= self.max_steps
+        end = self._episode_end()
+        terminated = end == "finished"
+        truncated = end is not None and not terminated
         info = self._info()
         info["invalid_action"] = not valid
-        if terminated or truncated:
+        if end is not None:
+            info["episode_end"] = end
             m = self.sim.metrics()
             info["metrics"] = m.summary()
             info["metrics"]["decision_latency_ms"] = m.decision_latency_ms
         return self._obs(), reward, terminated, truncated, info
+
+    def _episode_end(self) -> str | None:
+        """Why the episode is over, or None. Only "finished" (every job of the scenario arrived
+        and done) is `terminated`; the rest cut an episode whose jobs are not all done, so they
+        are `truncated` and a learner bootstraps the value there: "horizon" (the scenario's
+        engine.horizon_s), "max_steps" (the step cap) and "stalled" (jobs left that nothing can
+        ever start: the simulator stops instead of waiting forever, see Simulator.advance)."""
+        sim = self.sim
+        if sim.done:
+            if not sim.active_jobs() and len(sim.jobs) == len(sim.specs):
+                return "finished"
+            return "horizon" if sim.now >= sim.horizon_s - EPS else "stalled"
+        return "max_steps" if self.steps >= self.max_steps else None
 
     def _action_index(self, action) -> int:
         """The action as a Python int; anything else is a ValueError (see the module docstring)."""
@@ -434,18 +489,7 @@ class ClusterEnv(gym.Env):
         return "\n".join(lines) + "\n"
 
     def _rgb(self) -> np.ndarray:
-        """One row per node: a CPU-use bar, then one cell per GPU coloured by its job."""
-        sim, c = self.sim, self.cluster
-        cell, width = 8, 8 + max(int(c.gpus.max()), 1)
-        img = np.full((c.n_nodes * cell, width * cell, 3), 255, np.uint8)
-        ids = {j.job_id: k for k, j in enumerate(sim.jobs.values())}
-        for i in range(c.n_nodes):
-            y = i * cell
-            used = int(round(7 * cell * min(sim.used_cpu[i] / c.cpus[i], 1.0)))
-            img[y + 1 : y + cell - 1, :used] = (90, 90, 200)
-            for s in range(c.gpus[i]):
-                x = (8 + s) * cell
-                owners = sim.gpu_tasks[c.gpu_base[i] + s]
-                color = _palette(ids[owners[0].rpartition("/")[0]]) if owners else (220, 220, 220)
-                img[y + 1 : y + cell - 1, x + 1 : x + cell - 1] = color
-        return img
+        """Racks, nodes, GPUs coloured by job, the job list and the simulated time (envs.render)."""
+        from .render import frame
+
+        return frame(self)

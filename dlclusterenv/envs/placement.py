@@ -22,6 +22,16 @@ class PlacementOptions(Options):
 
 
 class PlacementEnv(ClusterEnv):
+    """DLClusterPlace-v0: where each pending task goes; jobs keep the size they asked for.
+
+    ## Action Space
+    `Discrete(max_nodes + 1)`: the node for the focal task (`obs["task"]`), or `max_nodes` = defer
+    it to the next decision point. Observation, rewards and episode end: see ClusterEnv.
+
+    ## Arguments
+    `work_conserving` (default False): defer only when the task fits on no node.
+    """
+
     extra_options = PlacementOptions
 
     def __init__(self, scenario="default", work_conserving: bool = False, **kw):

@@ -75,6 +75,20 @@ class ShareOptions(Options):
 
 
 class ShareEnv(ClusterEnv):
+    """DLClusterShare-v0: the joint env plus GPU choice, GPU sharing modes and CPU limits.
+
+    ## Action Space
+    `Discrete(J*N + J*N*G + J + N*G*2 + J*T + 4097 + 1)`, laid out as in the module docstring.
+
+    ## Observation Space
+    ClusterEnv's, plus `gpus` (N*G, 5), `tasks` (J*T, 7) and `cursor` (5,) (module docstring).
+    Rewards and episode end: see ClusterEnv.
+
+    ## Arguments
+    `max_tasks` (default 64, task rows per job slot), `max_gpus` (default: the most GPUs of a
+    node).
+    """
+
     extra_options = ShareOptions
 
     def __init__(self, scenario="default", max_tasks: int = 64, max_gpus: int | None = None, **kw):
