@@ -408,8 +408,12 @@ def score(suite: Suite, insts: list[Instance], rows: list[dict], learned: list[s
 
 
 def _split_text(s: Split) -> str:
-    seeds = f"seeds {s.seeds[0]}-{s.seeds[-1]}" if s.seeds == list(range(s.seeds[0], s.seeds[-1] + 1)) \
-        else f"seeds {','.join(map(str, s.seeds))}"
+    if len(s.seeds) == 1:
+        seeds = f"seed {s.seeds[0]}"
+    elif s.seeds == list(range(s.seeds[0], s.seeds[-1] + 1)):
+        seeds = f"seeds {s.seeds[0]}-{s.seeds[-1]}"
+    else:
+        seeds = f"seeds {','.join(map(str, s.seeds))}"
     return seeds + (f" x {len(s.windows)} windows" if s.windows else "")
 
 
@@ -492,7 +496,7 @@ def cli(suite: str, out: str | None, check: bool, validate_path: str | None, wor
     res = run_suite(suite, Path(out or f"runs/benchmark/{Path(suite).stem}"), workers=workers, learned=learned,
                     say=lambda m: print(m, file=sys.stderr))
     s = res["suite"]
-    print(f"suite {s.name} v{s.version}: {len(res['check'])} instances, {res['runs']} runs, {res['wall_s']:.0f} s")
+    print(f"suite {s.name} (version {s.version}): {len(res['check'])} instances, {res['runs']} runs, {res['wall_s']:.0f} s")
     print(check_table(res, s))
     if not check:
         print()
