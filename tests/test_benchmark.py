@@ -13,7 +13,7 @@ import yaml
 from baselines.fixed import FixedShape, parse
 from dlclusterenv import make_sim
 from dlclusterenv.benchmark import (
-    ValidationError, instances, load_suite, plan, run_suite, run_task, validate_log,
+    Qualify, ValidationError, instances, load_suite, plan, run_suite, run_task, score, validate_log,
 )
 from dlclusterenv.cli import main
 from dlclusterenv.config import CONFIG_DIR, ConfigError
@@ -128,14 +128,64 @@ def test_check_computes_both_gaps_on_the_tiny_suite(tmp_path, capsys):
         assert c["tuned_constant"] == tuned
 
 
-def test_leaderboard_normalises_by_the_reference(tmp_path):
-    res = run_suite("tiny", tmp_path, progress=False, say=lambda m: None)
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tiny")
+    return out, run_suite("tiny", out, progress=False, say=lambda m: None)
+
+
+def test_leaderboard_normalises_by_the_reference(tiny_run):
+    _, res = tiny_run
     assert res["geomean"]["fifo"] == pytest.approx(1.0)
     for b in res["board"]:
         ref = next(x for x in res["board"] if x["instance"] == b["instance"] and x["policy"] == "fifo")
         assert b["normalised"] == pytest.approx(b["avg_jct_s"] / ref["avg_jct_s"])
     best = [b for b in res["board"] if b["policy"] == "best-oracle"]
     assert all(b["named"] in ("optimus-oracle", "srtf-oracle") for b in best)
+
+
+def test_qualify_thresholds_decide_the_verdict():
+    suite, path = load_suite("tiny")
+    insts = instances(suite, path)[:1]
+    jct = {"fifo": 110.0, "optimus": 100.0, "tetris": 130.0, "optimus-oracle": 80.0, "srtf-oracle": 90.0}
+    rows = [{"instance": "tiny@1x", "split": "test", "policy": p, "avg_jct_s": v, "jobs_unfinished": 0}
+            for p, v in jct.items()]
+    for split in ("train", "test"):
+        rows += [{"instance": "tiny@1x", "split": split, "policy": p, "avg_jct_s": 120.0 + i + (split == "test"),
+                  "jobs_unfinished": 0} for i, p in enumerate(suite.constants.names())]
+    c = score(suite, insts, rows)["check"][0]
+    assert c["constant_gap"] == pytest.approx(0.21) and c["oracle_headroom"] == pytest.approx(0.2)
+    assert c["best_heuristic"] == "optimus" and c["best_oracle"] == "optimus-oracle" and c["qualifies"]
+    assert c["tuned_constant"] == suite.constants.names()[0]
+    for q in (Qualify(constant_gap=0.25), Qualify(oracle_headroom=0.25)):
+        assert not score(suite.model_copy(update={"qualify": q}), insts, rows)["check"][0]["qualifies"]
+    other = suite.model_copy(update={"reference": "optimus"})
+    assert score(other, insts, rows)["geomean"]["fifo"] == pytest.approx(1.1)
+    assert score(suite, insts, rows)["geomean"]["optimus"] == pytest.approx(100 / 110)
+
+
+def test_entry_load_and_mix_reach_the_scenario():
+    suite, path = load_suite("tiny")
+    insts = instances(suite, path)
+    assert [i.key for i in insts] == ["tiny@1x", "tiny@2x"]
+    for inst in insts:
+        for _, sc, _ in inst.runs("test"):
+            assert sc.workload.load == inst.load and sc.workload.ps_fraction == 0.5
+
+
+def test_workers_do_not_change_the_results(tmp_path):
+    path = _suite_file(tmp_path, **{"heuristics": ["fifo", "optimus"], "scenarios.0.loads": [2]})
+    rows = []
+    for workers in (1, 2):
+        run_suite(path, tmp_path / f"w{workers}", workers=workers, progress=False, say=lambda m: None)
+        rows.append([{k: v for k, v in r.items() if k != "wall_s"}
+                     for r in __import__("csv").DictReader(open(tmp_path / f"w{workers}" / "runs.csv"))])
+    assert rows[0] == rows[1]
+
+
+def test_cli_refuses_baselines_in_policies(capsys):
+    assert main(["benchmark", "tiny", "--policies", "fifo"]) == 2
+    assert "KIND:PATH" in capsys.readouterr().err
 
 
 def _one_log(tmp_path, policy="optimus"):
