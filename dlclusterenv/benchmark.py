@@ -434,8 +434,9 @@ def board_table(res: dict, suite: Suite) -> str:
     geo = res["geomean"]
     lines = [f"normalised score = avg JCT / {suite.reference}'s, geometric mean over "
              f"{len(res['check'])} instances (test split; lower is better)"]
+    w = max(map(len, geo))
     for p in sorted(geo, key=geo.get):
-        lines.append(f"  {p:<22} {geo[p]:7.3f}")
+        lines.append(f"  {p:<{w}} {geo[p]:7.3f}")
     return "\n".join(lines)
 
 
