@@ -107,6 +107,7 @@ def test_learned_policies_run_on_the_test_split_only(tmp_path):
 def test_check_computes_both_gaps_on_the_tiny_suite(tmp_path, capsys):
     assert main(["benchmark", "tiny", "--check", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
+    assert "normalised score" not in out  # --check prints the validity report only
     runs = list(__import__("csv").DictReader(open(tmp_path / "runs.csv")))
     check = list(__import__("csv").DictReader(open(tmp_path / "check.csv")))
     suite, _ = load_suite("tiny")
