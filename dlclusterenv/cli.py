@@ -5,6 +5,7 @@
     dlcluster list policies|scenarios|envs
     dlcluster fidelity [pollux FILE --params N --gpu-type T4 --comm allreduce] [--json OUT]
     dlcluster train --config configs/agents/smoke.yaml --out runs/smoke [--resume runs/smoke]
+    dlcluster benchmark [SUITE] [--check] [--validate LOG] [--policies KIND:PATH,...]
 """
 
 from __future__ import annotations
@@ -160,6 +161,13 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--config", help=f"training YAML, e.g. configs/agents/NAME.yaml with NAME one of {agents}")
     tr.add_argument("--out", help="run directory: config.yaml, tb/, checkpoints/, model.zip")
     tr.add_argument("--resume", help="continue the run in this directory from its last checkpoint")
+    bm = cmd("benchmark", "a frozen suite: reference rows, normalised scores, validity")
+    bm.add_argument("suite", nargs="?", default="v1", help="configs/benchmarks/NAME.yaml or a path")
+    bm.add_argument("--check", action="store_true", help="print the validity report only")
+    bm.add_argument("--validate", metavar="LOG", help="replay a decision log (or a folder of them)")
+    bm.add_argument("--policies", help="learned policies KIND:PATH, scored on the test split")
+    bm.add_argument("--out", help="default runs/benchmark/SUITE")
+    bm.add_argument("--workers", type=int, default=1, help="processes")
     return ap
 
 
@@ -196,6 +204,10 @@ def _main(argv: list[str] | None) -> int:
             except FidelityError as e:
                 print(f"error: {e}", file=sys.stderr)
                 return 2
+        elif a.cmd == "benchmark":
+            from .benchmark import cli
+
+            return cli(a.suite, a.out, a.check, a.validate, a.workers, a.policies)
         elif a.cmd == "train":
             from agents.train import train_cli
 

@@ -146,6 +146,16 @@ class Workload(_Strict):
         default=1, ge=1,
         description="jobs are spread round-robin over users (trace jobs with a user keep it)",
     )
+    load: float = Field(
+        default=1.0, gt=0,
+        description="offered-load factor: gaps between arrivals are divided by it (2 = the same"
+        " jobs arriving twice as fast, measured from the first arrival)",
+    )
+    ps_fraction: float | None = Field(
+        default=None, ge=0, le=1,
+        description="each generated or trace job is a PS job with this probability, else"
+        " all-reduce (one draw per job, marked synthetic for trace jobs); replaces `comm`",
+    )
 
     @model_validator(mode="after")
     def _complete(self) -> "Workload":
@@ -157,6 +167,12 @@ class Workload(_Strict):
             raise ValueError("kind 'poisson' needs rate_per_s > 0")
         if self.kind == "trace" and (self.trace is None or not self.models):
             raise ValueError("kind 'trace' needs 'trace' and a 'models' mix")
+        if self.ps_fraction is not None and self.comm is not None:
+            raise ValueError("give comm or ps_fraction, not both")
+        if self.ps_fraction is not None and self.kind == "fixed":
+            raise ValueError("ps_fraction: fixed jobs set comm per job")
+        if self.load != 1.0 and self.kind == "fixed":
+            raise ValueError("load: fixed jobs have their own arrival_s; scale those instead")
         for rng in (self.num_ps, self.num_workers, self.epoch_scale):
             if rng is not None and rng[0] > rng[1]:
                 raise ValueError(f"range {list(rng)} has low > high")
@@ -326,12 +342,14 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
             synthetic = ("model", "num_ps", "comm", "work_steps", "shard_nodes")
             if any(u is None for u in trace_users):
                 synthetic += ("user",)
+        if len(arrivals) and w.load != 1.0:
+            arrivals = arrivals[0] + (arrivals - arrivals[0]) / w.load
         for i, (jid, at, g, dur) in enumerate(zip(ids, arrivals, gpus, durations)):
             name = names[int(rng.choice(len(names), p=probs))]
             m = zoo.models[name]
             if g is None:
                 nw = _pick(rng, w.num_workers, m.default_workers)
-                comm = w.comm or m.comm
+                comm = _comm(rng, w) or m.comm
                 nps = _pick(rng, w.num_ps, m.default_ps) if comm == "ps" else 0
                 scale = float(rng.uniform(*w.epoch_scale))
                 user = f"u{i % w.users}"
@@ -342,7 +360,7 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
                 ))
             else:
                 nw = int(g)
-                comm = w.comm or "allreduce"
+                comm = _comm(rng, w) or "allreduce"
                 nps = max(1, math.ceil(nw / w.ps_ratio)) if comm == "ps" else 0
                 scale = 1.0  # unused: replay_work sets the job's work below
                 user = trace_users[i] or f"u{i % w.users}"
@@ -372,6 +390,15 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
         specs = [replay_work(s, float(dur), cluster, zoo.models[s.model])
                  for s, dur in zip(specs, durations)]
     return specs
+
+
+def _comm(rng: np.random.Generator, w: Workload) -> str | None:
+    """The workload's communication pattern for one job: drawn under `ps_fraction` (so existing
+    scenarios keep their random stream), else `comm` (None: the model's or the trace's default)."""
+    if w.ps_fraction is None:
+        return w.comm
+    return "ps" if rng.random() < w.ps_fraction else "allreduce"
+
 
 
 def trace_placement(cluster: Cluster, m: ModelSpec, p: int, w: int) -> tuple[list[int], list[int]]:

@@ -1,0 +1,506 @@
+"""A frozen, versioned benchmark suite (issue 15): `dlcluster benchmark [SUITE]`.
+
+A suite (configs/benchmarks/NAME.yaml, validated like every config) lists scenarios, each at one or
+more offered loads (`workload.load`), each with a train split and a held-out test split: seeds, and
+for a trace replay the trace windows (start / end) it replays. The two splits may share neither a
+seed nor a window. Every (scenario, load) is one instance of the suite.
+
+Reference rows, per instance:
+- best constant: the grid `constants.shapes` x `constants.placers` of `baselines.fixed.FixedShape`,
+  each run on the train split; the one with the lowest mean avg JCT there (fewest unfinished jobs
+  first) is scored on the test split;
+- best oracle: of `oracles` (schedulers that read the engine's truth), the lowest mean test avg
+  JCT, named;
+- normalised score: a policy's mean test avg JCT / the `reference` heuristic's, per instance, and
+  the geometric mean over the instances (as CompilerGym scores against -Oz).
+
+Validity (`--check`), per instance, on the test split: constant gap = (best grid constant on test
+/ best heuristic) - 1 (the best constant of the grid in hindsight, not only the train-tuned one, so
+that "no constant comes within 10%" holds for every constant of the grid) and oracle headroom =
+1 - best oracle / best heuristic. An instance qualifies if the gap exceeds `qualify.constant_gap`
+and the headroom reaches `qualify.oracle_headroom`.
+
+Heuristics and constants run on the test split; constants also on the train split; learned policies
+(`--policies KIND:PATH`) run on the test split only. Every scheduler run writes its decision log
+(`logs/*.jsonl`: a header with the scenario and seed, one line per decision point, the metrics
+last) that `dlcluster benchmark --validate LOG` replays. Learned policies act through an env, not
+the Scheduler API, so their runs have no decision log.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import multiprocessing
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, StrictInt, model_validator
+
+from .api import Decision, Scheduler
+from .config import ConfigError, _Strict, read_yaml, resolve, validate
+from .traces import data_path
+from .workload import Scenario, load_scenario
+
+SPLITS = ("train", "test")
+
+
+# ----------------------------------------------------------------------------- suite file
+class Window(_Strict):
+    """A trace window replacing the scenario's start / end (a date or seconds, as in TraceWindow)."""
+
+    start: str | float
+    end: str | float
+
+
+class Split(_Strict):
+    seeds: list[StrictInt] = Field(min_length=1)
+    windows: list[Window] = Field(default_factory=list, description="trace scenarios only")
+
+
+class Entry(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    scenario: str = Field(description="a preset of configs/scenarios or a YAML path")
+    loads: list[float] = Field(default=[1.0], min_length=1)
+    ps_fraction: float | None = Field(default=None, ge=0, le=1, description="workload.ps_fraction")
+    train: Split
+    test: Split
+
+    @model_validator(mode="after")
+    def _held_out(self) -> Entry:
+        if any(x <= 0 or not math.isfinite(x) for x in self.loads):
+            raise ValueError(f"loads: {self.loads}: every load must be a finite number > 0")
+        shared = sorted(set(self.train.seeds) & set(self.test.seeds))
+        if shared:
+            raise ValueError(f"test.seeds: {shared} are also train seeds (the test split must be held out)")
+        both = set(self.train.windows) & set(self.test.windows)
+        if both:
+            w = next(iter(both))
+            raise ValueError(f"test.windows: {w.start!r}..{w.end!r} is also a train window")
+        if bool(self.train.windows) != bool(self.test.windows):
+            raise ValueError("windows: give them for both splits or neither")
+        return self
+
+
+class Constants(_Strict):
+    shapes: list[tuple[StrictInt, StrictInt]] = Field(min_length=1, description="(PS, workers)")
+    placers: list[Literal["consolidate", "spread", "pack"]] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _positive(self) -> Constants:
+        for i, (p, w) in enumerate(self.shapes):
+            if p < 1 or w < 1:
+                raise ValueError(f"shapes.{i}: {[p, w]}: PS and workers must be >= 1")
+        return self
+
+    def names(self) -> list[str]:
+        return [f"fixed-{p}x{w}-{pl}" for p, w in self.shapes for pl in self.placers]
+
+
+class Qualify(_Strict):
+    constant_gap: float = Field(default=0.10, ge=0)
+    oracle_headroom: float = Field(default=0.15, ge=0, lt=1)
+
+
+class Suite(_Strict):
+    name: str
+    version: StrictInt = Field(ge=1)
+    source: str = Field(min_length=1)
+    reference: str = Field(description="the heuristic scores are normalised by")
+    heuristics: list[str] = Field(min_length=1, description="state-dependent heuristics (not oracles)")
+    oracles: list[str] = Field(min_length=1)
+    constants: Constants
+    qualify: Qualify = Qualify()
+    scenarios: list[Entry] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _names(self) -> Suite:
+        import baselines
+
+        for key in ("heuristics", "oracles"):
+            for i, n in enumerate(getattr(self, key)):
+                if n not in baselines.REGISTRY:
+                    raise ValueError(f"{key}.{i}: unknown baseline {n!r}; known: {baselines.names()}")
+                if baselines.REGISTRY[n].oracle != (key == "oracles"):
+                    raise ValueError(f"{key}.{i}: {n!r} {'is not' if key == 'oracles' else 'is'} an oracle")
+        if self.reference not in self.heuristics:
+            raise ValueError(f"reference: {self.reference!r} is not one of heuristics")
+        seen = [e.name for e in self.scenarios]
+        dup = sorted({n for n in seen if seen.count(n) > 1})
+        if dup:
+            raise ValueError(f"scenarios: name {dup[0]!r} given twice")
+        return self
+
+
+def load_suite(name_or_path: str | Path) -> tuple[Suite, Path]:
+    path = resolve(name_or_path, "benchmarks")
+    return validate(Suite, read_yaml(path), path), path
+
+
+# ----------------------------------------------------------------------------- instances
+@dataclass(frozen=True)
+class Instance:
+    """One (scenario, load) of the suite; `runs(split)` are its (scenario, seed) pairs."""
+
+    key: str  # entry@LOADx
+    entry: Entry
+    load: float
+    base: Scenario
+
+    def scenario(self, window: Window | None) -> Scenario:
+        w = self.base.workload
+        update: dict = {"load": self.load}
+        if self.entry.ps_fraction is not None:
+            update.update(ps_fraction=self.entry.ps_fraction, comm=None)
+        if window is not None:
+            update["trace"] = w.trace.model_copy(update={"start": window.start, "end": window.end})
+        return self.base.model_copy(update={"workload": validate(
+            type(w), {**w.model_dump(), **update}, f"{self.key}: workload")})
+
+    def runs(self, split: str) -> list[tuple[int | None, Scenario, int]]:
+        """(window index or None, scenario, seed) for every run of the split."""
+        s = getattr(self.entry, split)
+        windows = list(enumerate(s.windows)) or [(None, None)]
+        return [(k, self.scenario(w), seed) for k, w in windows for seed in s.seeds]
+
+
+def instances(suite: Suite, where: Path, say=print) -> list[Instance]:
+    """The suite's instances; an entry whose trace file is absent is skipped with a message."""
+    out = []
+    for i, e in enumerate(suite.scenarios):
+        try:
+            base, _ = load_scenario(e.scenario)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: scenarios.{i}.scenario: {exc}") from None
+        t = base.workload.trace
+        if t is None and e.train.windows:
+            raise ConfigError(f"{where}: scenarios.{i}.train.windows: scenario {e.scenario!r} replays no trace")
+        if t is not None and not data_path(t.path).exists():
+            say(f"suite {suite.name}: skipping scenario {e.name!r}: trace file {t.path} is not present "
+                f"({data_path(t.path)})")
+            continue
+        out.extend(Instance(f"{e.name}@{load:g}x", e, load, base) for load in e.loads)
+    return out
+
+
+# ----------------------------------------------------------------------------- decision logs
+def _plain(x):
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, np.floating):
+        return float(x)
+    if isinstance(x, (tuple, list)):
+        return [_plain(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    return x
+
+
+def decision_to_json(t: float, d: Decision) -> dict:
+    return {"t": t, "allocate": _plain(d.allocate), "place": _plain(d.place), "preempt": list(d.preempt),
+            "cpu_limits": _plain(d.cpu_limits), "gpu_mode": dict(d.gpu_mode), "wake_at": _plain(d.wake_at)}
+
+
+def decision_from_json(r: dict) -> Decision:
+    return Decision(
+        allocate={k: tuple(v) for k, v in r["allocate"].items()},
+        place={k: tuple(v) if isinstance(v, list) else v for k, v in r["place"].items()},
+        preempt=list(r["preempt"]), cpu_limits=dict(r["cpu_limits"]), gpu_mode=dict(r["gpu_mode"]),
+        wake_at=r["wake_at"])
+
+
+class Recorder(Scheduler):
+    """Runs `inner` and keeps every decision it returns, serialised when it is made."""
+
+    def __init__(self, inner: Scheduler):
+        self.inner, self.name, self.oracle = inner, inner.name, inner.oracle
+        self.lines: list[dict] = []
+
+    def reset(self, seed=None) -> None:
+        self.inner.reset(seed)
+        self.lines = []
+
+    def decide(self, view) -> Decision:
+        d = self.inner.decide(view)
+        self.lines.append(decision_to_json(view.time, d))
+        return d
+
+
+class Replayer(Scheduler):
+    """Returns the logged decisions in order; a decision point at another time than logged, or
+    more decision points than logged, is a ValidationError: the replay diverged."""
+
+    name = "replay"
+
+    def __init__(self, lines: list[dict], where: str):
+        self.lines, self.where, self.i = lines, where, 0
+
+    def decide(self, view) -> Decision:
+        if self.i >= len(self.lines):
+            raise ValidationError(f"{self.where}: replay asks for decision {self.i + 1}, the log has {len(self.lines)}")
+        r = self.lines[self.i]
+        if r["t"] != view.time:
+            raise ValidationError(f"{self.where}: decision {self.i + 1} logged at t={r['t']!r}, replayed at t={view.time!r}")
+        self.i += 1
+        return decision_from_json(r)
+
+
+class ValidationError(ValueError):
+    """A decision log that does not replay to its metrics; the message names the log and the field."""
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+
+
+def validate_log(path: Path) -> dict:
+    """Replay one decision log; returns its header, or raises ValidationError naming what differs."""
+    from . import make_sim
+
+    try:
+        lines = [json.loads(s) for s in Path(path).read_text().splitlines() if s.strip()]
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValidationError(f"{path}: not a readable decision log: {e}") from None
+    if len(lines) < 2 or "header" not in lines[0] or "metrics" not in lines[-1]:
+        raise ValidationError(f"{path}: a decision log starts with a header line and ends with a metrics line")
+    head = lines[0]["header"]
+    decisions = [r["decision"] for r in lines[1:-1]]
+    rep = Replayer(decisions, str(path))
+    got = make_sim(validate(Scenario, head["scenario"], f"{path}: header.scenario"), head["seed"]).run(rep).summary()
+    if rep.i != len(decisions):
+        raise ValidationError(f"{path}: replay used {rep.i} of {len(decisions)} logged decisions")
+    want = lines[-1]["metrics"]
+    for k in sorted(set(want) | set(got)):
+        if k not in want or k not in got or not _same(want[k], got[k]):
+            raise ValidationError(f"{path}: metrics.{k}: logged {want.get(k)!r}, replayed {got.get(k)!r}")
+    return head
+
+
+# ----------------------------------------------------------------------------- runs
+@dataclass(frozen=True)
+class Task:
+    instance: str
+    split: str
+    window: int | None
+    policy: str
+    scenario: Scenario
+    seed: int
+    log: str | None  # decision log path (scheduler runs)
+
+
+def make_scheduler(policy: str) -> Scheduler:
+    import baselines
+    from baselines import fixed
+
+    return fixed.parse(policy) if policy.startswith(fixed.PREFIX) else baselines.make(policy)
+
+
+def run_task(task: Task) -> dict:
+    """One run; a scheduler's decisions go to task.log. Module-level for process pools."""
+    from . import make_sim
+
+    t0 = time.perf_counter()
+    if task.log is None:  # a learned policy (KIND:PATH), through its env
+        from agents.learned import run_learned
+
+        summary = run_learned(task.policy, task.scenario, task.seed).summary()
+    else:
+        rec = Recorder(make_scheduler(task.policy))
+        summary = make_sim(task.scenario, task.seed).run(rec).summary()
+        head = {"suite_instance": task.instance, "split": task.split, "window": task.window,
+                "policy": task.policy, "seed": task.seed, "scenario": task.scenario.model_dump()}
+        path = Path(task.log)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w") as f:
+            f.write(json.dumps({"header": head}) + "\n")
+            for line in rec.lines:
+                f.write(json.dumps({"decision": line}) + "\n")
+            f.write(json.dumps({"metrics": summary}) + "\n")
+    return {"instance": task.instance, "split": task.split, "window": task.window, "policy": task.policy,
+            "seed": task.seed, **summary, "wall_s": time.perf_counter() - t0}
+
+
+def plan(suite: Suite, insts: list[Instance], out: Path, learned: list[str] = ()) -> list[Task]:
+    """Every run of the suite: the constant grid on train and test; heuristics, oracles and
+    learned policies on test only."""
+    tasks = []
+    for inst in insts:
+        for split in SPLITS:
+            policies = list(suite.constants.names())
+            if split == "test":
+                policies += [*suite.heuristics, *suite.oracles, *learned]
+            for k, sc, seed in inst.runs(split):
+                for p in policies:
+                    log = None if ":" in p else str(
+                        out / "logs" / inst.key / split / f"{p}-s{seed}{'' if k is None else f'-w{k}'}.jsonl")
+                    tasks.append(Task(inst.key, split, k, p, sc, seed, log))
+    return tasks
+
+
+def execute(tasks: list[Task], workers: int = 1, progress: bool = True) -> list[dict]:
+    from tqdm import tqdm
+
+    """Every task, in plan order (each run is a pure function of its task, so the rows do not
+    depend on `workers`)."""
+    rows: list[dict] = []
+    with tqdm(total=len(tasks), desc="runs", unit="run", file=sys.stderr, disable=not progress) as bar:
+        if workers <= 1:
+            for t in tasks:
+                rows.append(run_task(t))
+                bar.update()
+        else:
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                for r in pool.imap(run_task, tasks):
+                    rows.append(r)
+                    bar.update()
+    return rows
+
+
+# ----------------------------------------------------------------------------- scoring
+def _mean(rows: list[dict], inst: str, split: str, policy: str) -> tuple[float, int]:
+    sel = [r for r in rows if r["instance"] == inst and r["split"] == split and r["policy"] == policy]
+    if not sel:
+        return math.nan, 0
+    return float(np.mean([r["avg_jct_s"] for r in sel])), int(sum(r["jobs_unfinished"] for r in sel))
+
+
+def _best(rows, inst, split, policies) -> tuple[str, float, int]:
+    """(policy, mean avg JCT, unfinished) of the best: fewest unfinished jobs, then lowest JCT."""
+    scored = [(p, *_mean(rows, inst, split, p)) for p in policies]
+    return min(scored, key=lambda x: (x[2], x[1]))
+
+
+def score(suite: Suite, insts: list[Instance], rows: list[dict], learned: list[str] = ()) -> dict:
+    """Leaderboard (per instance, test split) and the validity check."""
+    consts = suite.constants.names()
+    board, check = [], []
+    for inst in insts:
+        k = inst.key
+        tuned, _, _ = _best(rows, k, "train", consts)
+        h_name, h, _ = _best(rows, k, "test", suite.heuristics)
+        c_name, c, _ = _best(rows, k, "test", consts)
+        o_name, o, _ = _best(rows, k, "test", suite.oracles)
+        ref = _mean(rows, k, "test", suite.reference)[0]
+        entries = {p: _mean(rows, k, "test", p) for p in [*suite.heuristics, *suite.oracles, *learned]}
+        entries["best-constant"] = _mean(rows, k, "test", tuned)
+        entries["best-oracle"] = (o, entries[o_name][1])
+        for p, (jct, unf) in entries.items():
+            board.append({"instance": k, "policy": p, "avg_jct_s": jct, "jobs_unfinished": unf,
+                          "normalised": jct / ref,
+                          "named": tuned if p == "best-constant" else o_name if p == "best-oracle" else ""})
+        gap, headroom = c / h - 1, 1 - o / h
+        check.append({"instance": k, "load": inst.load, "best_heuristic": h_name, "best_heuristic_jct_s": h,
+                      "best_constant_test": c_name, "constant_gap": gap, "tuned_constant": tuned,
+                      "best_oracle": o_name, "oracle_headroom": headroom,
+                      "qualifies": bool(gap > suite.qualify.constant_gap
+                                        and headroom >= suite.qualify.oracle_headroom),
+                      "train": _split_text(inst.entry.train), "test": _split_text(inst.entry.test)})
+    geo = {}
+    for p in dict.fromkeys(b["policy"] for b in board):
+        vals = [b["normalised"] for b in board if b["policy"] == p]
+        geo[p] = float(np.exp(np.mean(np.log(vals))))
+    return {"board": board, "check": check, "geomean": geo}
+
+
+def _split_text(s: Split) -> str:
+    if len(s.seeds) == 1:
+        seeds = f"seed {s.seeds[0]}"
+    elif s.seeds == list(range(s.seeds[0], s.seeds[-1] + 1)):
+        seeds = f"seeds {s.seeds[0]}-{s.seeds[-1]}"
+    else:
+        seeds = f"seeds {','.join(map(str, s.seeds))}"
+    return seeds + (f" x {len(s.windows)} windows" if s.windows else "")
+
+
+def check_table(res: dict, suite: Suite) -> str:
+    q = suite.qualify
+    lines = [f"validity (test split): qualifies if constant gap > {q.constant_gap:.0%} and oracle headroom "
+             f">= {q.oracle_headroom:.0%}",
+             f"{'instance':<24} {'best heuristic':>26} {'best constant (test)':>30} {'gap':>7} "
+             f"{'best oracle':>22} {'headroom':>8}  qualifies"]
+    for c in res["check"]:
+        lines.append(f"{c['instance']:<24} {c['best_heuristic']:>16} {c['best_heuristic_jct_s']:>9,.0f} "
+                     f"{c['best_constant_test']:>30} {c['constant_gap']:>+7.1%} {c['best_oracle']:>22} "
+                     f"{c['oracle_headroom']:>8.1%}  {'yes' if c['qualifies'] else 'no'}")
+    return "\n".join(lines)
+
+
+def board_table(res: dict, suite: Suite) -> str:
+    geo = res["geomean"]
+    lines = [f"normalised score = avg JCT / {suite.reference}'s, geometric mean over "
+             f"{len(res['check'])} instances (test split; lower is better)"]
+    w = max(map(len, geo))
+    for p in sorted(geo, key=geo.get):
+        lines.append(f"  {p:<{w}} {geo[p]:7.3f}")
+    return "\n".join(lines)
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    if not rows:
+        return
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def run_suite(name: str, out: Path, *, workers: int = 1, learned: list[str] = (), progress: bool = True,
+              say=print) -> dict:
+    suite, path = load_suite(name)
+    insts = instances(suite, path, say)
+    if not insts:
+        raise ConfigError(f"{path}: no scenario of the suite can run here (every trace file is absent)")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tasks = plan(suite, insts, out, learned)
+    t0 = time.perf_counter()
+    rows = execute(tasks, workers, progress)
+    wall = time.perf_counter() - t0
+    res = score(suite, insts, rows, learned)
+    _write_csv(out / "runs.csv", rows)
+    _write_csv(out / "leaderboard.csv", res["board"])
+    _write_csv(out / "check.csv", res["check"])
+    (out / "suite.json").write_text(json.dumps({"suite": suite.name, "version": suite.version,
+                                                "runs": len(tasks), "wall_s": wall,
+                                                "geomean": res["geomean"]}, indent=1))
+    res.update(suite=suite, wall_s=wall, runs=len(tasks))
+    return res
+
+
+def cli(suite: str, out: str | None, check: bool, validate_path: str | None, workers: int,
+        policies: str | None) -> int:
+    if validate_path:
+        p = Path(validate_path)
+        logs = sorted(p.rglob("*.jsonl")) if p.is_dir() else [p]
+        if not logs:
+            print(f"error: {p}: no decision logs (*.jsonl)", file=sys.stderr)
+            return 2
+        for log in logs:
+            try:
+                validate_log(log)
+            except ValidationError as e:
+                print(f"MISMATCH {e}", file=sys.stderr)
+                return 1
+        print(f"{len(logs)} decision log(s) replayed to identical metrics")
+        return 0
+    learned = [x.strip() for x in (policies or "").split(",") if x.strip()]
+    bad = [x for x in learned if ":" not in x]
+    if bad:
+        print(f"error: --policies takes learned policies KIND:PATH (baselines are set by the suite), got {bad[0]!r}",
+              file=sys.stderr)
+        return 2
+    res = run_suite(suite, Path(out or f"runs/benchmark/{Path(suite).stem}"), workers=workers, learned=learned,
+                    say=lambda m: print(m, file=sys.stderr))
+    s = res["suite"]
+    print(f"suite {s.name} (version {s.version}): {len(res['check'])} instances, {res['runs']} runs, {res['wall_s']:.0f} s")
+    print(check_table(res, s))
+    if not check:
+        print()
+        print(board_table(res, s))
+    return 0
+

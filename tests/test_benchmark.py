@@ -1,0 +1,278 @@
+"""The benchmark suite (issue 15): suite files, splits, reference rows, validity, decision logs."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from baselines.fixed import FixedShape, parse
+from dlclusterenv import make_sim
+from dlclusterenv.benchmark import (
+    Qualify, ValidationError, instances, load_suite, plan, run_suite, run_task, score, validate_log,
+)
+from dlclusterenv.cli import main
+from dlclusterenv.config import CONFIG_DIR, ConfigError
+from dlclusterenv.workload import build
+
+
+def _suite_file(tmp_path: Path, **change) -> Path:
+    data = yaml.safe_load((CONFIG_DIR / "benchmarks" / "tiny.yaml").read_text())
+    for key, value in change.items():
+        node, *path = key.split(".")
+        target = data
+        for k in [node, *path][:-1]:
+            target = target[int(k)] if isinstance(target, list) else target[k]
+        last = [node, *path][-1]
+        if isinstance(target, list):
+            target[int(last)] = value
+        else:
+            target[last] = value
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize("name", ["tiny", "v1"])
+def test_shipped_suites_load(name):
+    suite, path = load_suite(name)
+    assert suite.version >= 1
+    insts = instances(suite, path, say=lambda m: None)
+    assert insts and all(i.entry.train.seeds and i.entry.test.seeds for i in insts)
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"version": "one"}, "version"),
+    ({"scenarios.0.test.seeds": [1, 1000]}, "scenarios.0"),
+    ({"heuristics": ["fifo", "nope"]}, "heuristics.1"),
+    ({"heuristics": ["fifo", "srtf-oracle"]}, "heuristics.1"),
+    ({"oracles": ["fifo"]}, "oracles.0"),
+    ({"reference": "tetris", "heuristics": ["fifo"]}, "reference"),
+    ({"constants.shapes": [[0, 2]]}, "constants"),
+    ({"scenarios.0.loads": [0]}, "scenarios.0"),
+    ({"scenarios.0.colour": "red"}, "scenarios.0.colour"),
+])
+def test_bad_suite_is_a_clear_error(tmp_path, change, field):
+    with pytest.raises(ConfigError) as e:
+        load_suite(_suite_file(tmp_path, **change))
+    assert "suite.yaml" in str(e.value) and field in str(e.value)
+
+
+def test_shared_seed_message_names_the_seeds(tmp_path):
+    with pytest.raises(ConfigError, match=r"test.seeds: \[1\] are also train seeds"):
+        load_suite(_suite_file(tmp_path, **{"scenarios.0.test.seeds": [1, 1000]}))
+
+
+def test_windows_on_a_scenario_without_trace_are_refused(tmp_path):
+    path = _suite_file(tmp_path, **{"scenarios.0.train.windows": [{"start": 0, "end": 10}],
+                                    "scenarios.0.test.windows": [{"start": 10, "end": 20}]})
+    suite, p = load_suite(path)
+    with pytest.raises(ConfigError, match="scenarios.0.train.windows"):
+        instances(suite, p)
+
+
+def test_absent_trace_is_skipped_with_a_message():
+    suite, path = load_suite("v1")
+    said = []
+    keys = [i.key for i in instances(suite, path, said.append)]
+    assert not any(k.startswith("alibaba-openb") for k in keys)
+    assert any("alibaba-openb" in m and "not present" in m for m in said)
+
+
+def test_trace_windows_of_the_splits_replay_different_jobs():
+    suite, path = load_suite("v1")
+    inst = next(i for i in instances(suite, path, lambda m: None) if i.key == "philly-6c71a0-nov@1x")
+    ids = {split: {j.job_id for _, sc, seed in inst.runs(split) for j in build(sc, seed)[3]}
+           for split in ("train", "test")}
+    assert ids["train"] and ids["test"] and not ids["train"] & ids["test"]
+
+
+def test_learned_policies_run_on_the_test_split_only(tmp_path):
+    suite, path = load_suite("tiny")
+    insts = instances(suite, path)
+    tasks = plan(suite, insts, tmp_path, learned=["maskableppo:runs/x/model.zip"])
+    mine = [t for t in tasks if t.policy.startswith("maskableppo:")]
+    assert mine and {t.split for t in mine} == {"test"}
+    assert {t.seed for t in mine} == set(suite.scenarios[0].test.seeds)
+    assert all(t.log is None for t in mine)
+    # the constant grid is tuned on train: it runs on both splits
+    assert {t.split for t in tasks if t.policy.startswith("fixed-")} == {"train", "test"}
+    assert {t.split for t in tasks if t.policy in suite.heuristics} == {"test"}
+
+
+def test_check_computes_both_gaps_on_the_tiny_suite(tmp_path, capsys):
+    assert main(["benchmark", "tiny", "--check", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "normalised score" not in out  # --check prints the validity report only
+    runs = list(__import__("csv").DictReader(open(tmp_path / "runs.csv")))
+    check = list(__import__("csv").DictReader(open(tmp_path / "check.csv")))
+    suite, _ = load_suite("tiny")
+    assert [c["instance"] for c in check] == ["tiny@1x", "tiny@2x"]
+    for c in check:
+        def mean(policy, split="test"):
+            return np.mean([float(r["avg_jct_s"]) for r in runs
+                            if r["instance"] == c["instance"] and r["policy"] == policy and r["split"] == split])
+        h = min(mean(p) for p in suite.heuristics)
+        const = min(mean(p) for p in suite.constants.names())
+        o = min(mean(p) for p in suite.oracles)
+        assert float(c["constant_gap"]) == pytest.approx(const / h - 1)
+        assert float(c["oracle_headroom"]) == pytest.approx(1 - o / h)
+        want = const / h - 1 > 0.10 and 1 - o / h >= 0.15
+        assert c["qualifies"] == str(want)
+        assert c["instance"] in out and f"{float(c['constant_gap']):+.1%}" in out
+        assert f"{float(c['oracle_headroom']):.1%}" in out
+        tuned = min(suite.constants.names(), key=lambda p: mean(p, "train"))
+        assert c["tuned_constant"] == tuned
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tiny")
+    return out, run_suite("tiny", out, progress=False, say=lambda m: None)
+
+
+def test_leaderboard_normalises_by_the_reference(tiny_run):
+    _, res = tiny_run
+    assert res["geomean"]["fifo"] == pytest.approx(1.0)
+    for b in res["board"]:
+        ref = next(x for x in res["board"] if x["instance"] == b["instance"] and x["policy"] == "fifo")
+        assert b["normalised"] == pytest.approx(b["avg_jct_s"] / ref["avg_jct_s"])
+    best = [b for b in res["board"] if b["policy"] == "best-oracle"]
+    assert all(b["named"] in ("optimus-oracle", "srtf-oracle") for b in best)
+
+
+def test_qualify_thresholds_decide_the_verdict():
+    suite, path = load_suite("tiny")
+    insts = instances(suite, path)[:1]
+    jct = {"fifo": 110.0, "optimus": 100.0, "tetris": 130.0, "optimus-oracle": 80.0, "srtf-oracle": 90.0}
+    rows = [{"instance": "tiny@1x", "split": "test", "policy": p, "avg_jct_s": v, "jobs_unfinished": 0}
+            for p, v in jct.items()]
+    for split in ("train", "test"):
+        rows += [{"instance": "tiny@1x", "split": split, "policy": p, "avg_jct_s": 120.0 + i + (split == "test"),
+                  "jobs_unfinished": 0} for i, p in enumerate(suite.constants.names())]
+    c = score(suite, insts, rows)["check"][0]
+    assert c["constant_gap"] == pytest.approx(0.21) and c["oracle_headroom"] == pytest.approx(0.2)
+    assert c["best_heuristic"] == "optimus" and c["best_oracle"] == "optimus-oracle" and c["qualifies"]
+    assert c["tuned_constant"] == suite.constants.names()[0]
+    for q in (Qualify(constant_gap=0.25), Qualify(oracle_headroom=0.25)):
+        assert not score(suite.model_copy(update={"qualify": q}), insts, rows)["check"][0]["qualifies"]
+    other = suite.model_copy(update={"reference": "optimus"})
+    assert score(other, insts, rows)["geomean"]["fifo"] == pytest.approx(1.1)
+    assert score(suite, insts, rows)["geomean"]["optimus"] == pytest.approx(100 / 110)
+
+
+def test_entry_load_and_mix_reach_the_scenario():
+    suite, path = load_suite("tiny")
+    insts = instances(suite, path)
+    assert [i.key for i in insts] == ["tiny@1x", "tiny@2x"]
+    for inst in insts:
+        for _, sc, _ in inst.runs("test"):
+            assert sc.workload.load == inst.load and sc.workload.ps_fraction == 0.5
+
+
+def test_workers_do_not_change_the_results(tmp_path):
+    path = _suite_file(tmp_path, **{"heuristics": ["fifo", "optimus"], "scenarios.0.loads": [2]})
+    rows = []
+    for workers in (1, 2):
+        run_suite(path, tmp_path / f"w{workers}", workers=workers, progress=False, say=lambda m: None)
+        rows.append([{k: v for k, v in r.items() if k != "wall_s"}
+                     for r in __import__("csv").DictReader(open(tmp_path / f"w{workers}" / "runs.csv"))])
+    assert rows[0] == rows[1]
+
+
+def test_cli_refuses_baselines_in_policies(capsys):
+    assert main(["benchmark", "tiny", "--policies", "fifo"]) == 2
+    assert "KIND:PATH" in capsys.readouterr().err
+
+
+def _one_log(tmp_path, policy="optimus"):
+    suite, path = load_suite("tiny")
+    tasks = plan(suite, instances(suite, path), tmp_path)
+    task = next(t for t in tasks if t.policy == policy and t.split == "test")
+    run_task(task)
+    return Path(task.log)
+
+
+@pytest.mark.parametrize("policy", ["optimus", "fixed-1x2-spread", "srtf-oracle"])
+def test_decision_log_replays_to_identical_metrics(tmp_path, policy):
+    log = _one_log(tmp_path, policy)
+    head = validate_log(log)
+    assert head["policy"] == policy and head["split"] == "test"
+    assert main(["benchmark", "--validate", str(log)]) == 0
+
+
+def test_a_tampered_log_fails_validation(tmp_path, capsys):
+    log = _one_log(tmp_path)
+    lines = log.read_text().splitlines()
+    last = json.loads(lines[-1])
+    last["metrics"]["avg_jct_s"] += 1.0
+    bad = tmp_path / "metrics.jsonl"
+    bad.write_text("\n".join(lines[:-1] + [json.dumps(last)]) + "\n")
+    with pytest.raises(ValidationError, match="metrics.avg_jct_s"):
+        validate_log(bad)
+    assert main(["benchmark", "--validate", str(bad)]) == 1
+    assert "MISMATCH" in capsys.readouterr().err
+    # dropping a decision that started jobs changes the run: the replay no longer matches
+    k = next(i for i, s in enumerate(lines) if '"place": {"' in s)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join(lines[:k] + lines[k + 1:]) + "\n")
+    with pytest.raises(ValidationError):
+        validate_log(cut)
+
+
+# ----------------------------------------------------------------------------- workload knobs
+def _uniform(**kw):
+    return {"name": "x", "cluster": "tiny", "workload": {
+        "kind": "uniform", "num_jobs": 6, "window_s": 1000, "models": {"ResNet-50": 1}, **kw}}
+
+
+def test_load_divides_the_gaps_between_arrivals():
+    base = np.array([j.arrival_s for j in build(_uniform(), 0)[3]])
+    fast = np.array([j.arrival_s for j in build(_uniform(load=2.0), 0)[3]])
+    assert fast[0] == base[0]
+    np.testing.assert_allclose(np.diff(fast), np.diff(base) / 2)
+
+
+def test_ps_fraction_mixes_ps_and_allreduce_jobs():
+    specs = build({**_uniform(ps_fraction=0.5), "workload": {**_uniform()["workload"], "num_jobs": 40,
+                                                             "ps_fraction": 0.5}}, 0)[3]
+    comms = {s.comm for s in specs}
+    assert comms == {"ps", "allreduce"}
+    assert all((s.num_ps == 0) == (s.comm == "allreduce") for s in specs)
+    assert {s.comm for s in build(_uniform(ps_fraction=0.0), 0)[3]} == {"allreduce"}
+
+
+@pytest.mark.parametrize("kw, key", [({"ps_fraction": 0.5, "comm": "ps"}, "ps_fraction"),
+                                     ({"ps_fraction": 1.5}, "ps_fraction"), ({"load": 0}, "load")])
+def test_bad_load_or_mix_is_a_config_error(kw, key):
+    with pytest.raises(ConfigError, match=key):
+        build(_uniform(**kw), 0)
+
+
+# ----------------------------------------------------------------------------- constant rules
+def test_fixed_shape_starts_every_job_at_its_shape():
+    sc = {**_uniform(ps_fraction=0.5), "workload": {**_uniform()["workload"], "ps_fraction": 0.5}}
+    sim = make_sim(sc, 0)
+    m = sim.run(FixedShape(1, 2, "spread"))
+    assert m.jobs_unfinished == 0
+    for spec in sim.specs:
+        job = sim.jobs[spec.job_id]
+        assert job.num_workers == 2 and job.num_ps == (1 if spec.comm == "ps" else 0)
+
+
+def test_fixed_shape_placer_and_shape_change_the_run():
+    sc = "tiny"
+    a = make_sim(sc, 0).run(parse("fixed-1x2-consolidate")).summary()
+    b = make_sim(sc, 0).run(parse("fixed-1x2-spread")).summary()
+    c = make_sim(sc, 0).run(parse("fixed-1x1-consolidate")).summary()
+    assert a["cross_node_gb"] != b["cross_node_gb"]
+    assert a["avg_jct_s"] != c["avg_jct_s"]
+    with pytest.raises(ValueError, match="fixed-PxW-PLACER"):
+        parse("fixed-2-spread")
+    with pytest.raises(KeyError, match="unknown placer"):
+        parse("fixed-1x2-nowhere")
+    assert math.isfinite(a["avg_jct_s"])
