@@ -57,6 +57,8 @@ class _ProposalEnv(ClusterEnv):
 
     def _begin_round(self) -> None:
         self._cap = Capacity.of_sim(self.sim)
+        self._fit: np.ndarray | None = None  # _fits() before the per-job caps, on _cap
+        self._dirty: set[int] = set()  # nodes whose capacity changed since _fit was computed
         self._added: dict[str, dict[str, list[int]]] = {}
         self._released: set[str] = set()
         self._ended = False
@@ -79,19 +81,31 @@ class _ProposalEnv(ClusterEnv):
 
     def _add(self, slot: int, role: str, node: int) -> None:
         job = self.slots()[slot]
-        d = job.model.ps if role == "ps" else job.model.worker
-        self._cap.take(node, d)
+        self._take(node, job.model.ps if role == "ps" else job.model.worker)
         self._added.setdefault(job.job_id, {"ps": [], "worker": []})[role].append(node)
+
+    def _take(self, node: int, d, sign: int = 1) -> None:
+        """Every change of the round's capacity goes here, so that _fits redoes only its node."""
+        self._cap.take(node, d, sign)
+        self._dirty.add(node)
 
     def _fits(self) -> np.ndarray:
         """(slots, 2 roles, nodes): where one more PS / worker of each slot's job fits the round's
-        remaining capacity, within the per-job task cap."""
+        remaining capacity, within the per-job task cap. The capacity test is kept for the round
+        and redone only on the nodes an action changed (the slots are fixed within a round)."""
         slots = self.slots()
-        ok = np.zeros((len(slots), 2, self.cluster.n_nodes), dtype=bool)
         if not slots:
-            return ok
+            return np.zeros((0, 2, self.cluster.n_nodes), dtype=bool)
         demands = [d for j in slots for d in (j.model.ps, j.model.worker)]
-        ok[:] = self._cap.fits_many(demands).reshape(len(slots), 2, -1)
+        if self._fit is None:
+            self._fit = self._cap.fits_many(demands).reshape(len(slots), 2, -1)
+        elif self._dirty:
+            idx = np.fromiter(self._dirty, int)
+            cap = self._cap
+            part = Capacity(cap.cpu[idx], cap.mem[idx], cap.bw[idx], cap.gpu[idx])
+            self._fit[:, :, idx] = part.fits_many(demands).reshape(len(slots), 2, -1)
+        self._dirty.clear()
+        ok = self._fit.copy()
         for i, job in enumerate(slots):
             added = self._added.get(job.job_id)
             p, w = self._base(job)
@@ -131,10 +145,10 @@ class _ProposalEnv(ClusterEnv):
         job = self.slots()[slot]
         for t in job.tasks.values():
             if t.node >= 0:
-                self._cap.take(t.node, job.model.ps if t.role == "ps" else job.model.worker, -1)
+                self._take(t.node, job.model.ps if t.role == "ps" else job.model.worker, -1)
         for role, nodes in self._added.pop(job.job_id, {}).items():
             for n in nodes:
-                self._cap.take(n, job.model.ps if role == "ps" else job.model.worker, -1)
+                self._take(n, job.model.ps if role == "ps" else job.model.worker, -1)
         self._released.add(job.job_id)
 
     def _obs(self) -> dict[str, np.ndarray]:
@@ -276,7 +290,7 @@ class AllocationEnv(_ProposalEnv):
             return
         add = self._added[job.job_id]
         for role, _ in reversed(done):
-            self._cap.take(add[role].pop(), job.model.ps if role == "ps" else job.model.worker, -1)
+            self._take(add[role].pop(), job.model.ps if role == "ps" else job.model.worker, -1)
         if not add["ps"] and not add["worker"]:
             del self._added[job.job_id]
 
