@@ -286,9 +286,10 @@ def joint_worker_cost(
     the workers given r; Eq. 2 takes the max over the workers' fetches, the arcs add them up (the
     PS's NIC carries every remote worker's exchange, so they share it and the sum is its busy time).
     Returns (cost[i, m] in seconds, r)."""
-    ex = exchange_bytes(job) / band  # ex[m, r], 0 on the diagonal
+    exb = exchange_bytes(job)  # ex[m, r] = exb / band[m, r], 0 on the diagonal: the columns used
     if ps_nodes:
-        return tt_in + ex[:, np.asarray(ps_nodes)].sum(axis=1)[None, :] / len(ps_nodes), int(ps_nodes[0])
+        ex = exb / band[:, np.asarray(ps_nodes)]
+        return tt_in + ex.sum(axis=1)[None, :] / len(ps_nodes), int(ps_nodes[0])
     use = cap if cap.fits(job.ps_demand).any() else full
     w_free = slots(use, job.worker_demand)
     cands = np.flatnonzero(use.fits(job.ps_demand))
@@ -296,23 +297,68 @@ def joint_worker_cost(
         shard = [n for n in dict.fromkeys(job.shard_nodes) if n in set(cands.tolist())]
         rest = cands[np.argsort(-w_free[cands], kind="stable")]
         cands = np.array(list(dict.fromkeys(shard + rest.tolist()))[:PS_CANDIDATES])
-    best, best_r = np.inf, int(cands[0]) if len(cands) else 0
-    for r in cands.tolist():
-        left = w_free.copy()
-        one = Capacity(use.cpu[r : r + 1].copy(), use.mem[r : r + 1].copy(), use.bw[r : r + 1].copy(),
-                       use.gpu[r : r + 1].copy())
-        one.take(0, job.ps_demand)
-        left[r] = slots(one, job.worker_demand)[0]
-        cost = tt_in + ex[:, r][None, :]
-        total = 0.0
-        for i in range(len(cost)):
-            ok = np.flatnonzero(left > 0)
-            m = int(ok[np.argmin(cost[i, ok])]) if len(ok) else int(np.argmin(cost[i]))
-            total += cost[i, m]
-            left[m] -= 1
+    if not len(cands):
+        return tt_in + (exb / band[:, 0])[None, :], 0
+    ex = exb / band[:, cands]  # (nodes, candidates)
+    # the worker slots left on each candidate r once the PS takes its share of r
+    one = Capacity(use.cpu[cands].copy(), use.mem[cands].copy(), use.bw[cands].copy(), use.gpu[cands].copy())
+    for k in range(len(cands)):
+        one.take(k, job.ps_demand)
+    left_r = slots(one, job.worker_demand)
+    best, best_k = np.inf, 0
+    for k, total in enumerate(_greedy_totals(tt_in, ex, w_free, cands, left_r)):
         if total < best - 1e-9:
-            best, best_r = total, r
-    return tt_in + ex[:, best_r][None, :], best_r
+            best, best_k = total, k
+    return tt_in + ex[:, best_k][None, :], int(cands[best_k])
+
+
+def _greedy_totals(tt_in: np.ndarray, ex: np.ndarray, w_free: np.ndarray, cands: np.ndarray,
+                   left_r: np.ndarray) -> list[float]:
+    """Per candidate PS node r = cands[k]: the total of sending workers i = 0, 1, ... in turn to
+    argmin_m cost[i, m] over the nodes with a worker slot left (ties to the lowest index; every
+    node if none is left), cost = tt_in + ex[:, k], slots w_free with left_r[k] on r.
+
+    Exactly that loop, faster: workers with equal tt_in rows share one node order, sorted by
+    (cost, index) over the nodes with a slot, truncated after 2w nodes (a worker takes at most w
+    nodes and other workers empty at most w more); a worker takes the
+    first node of its order with a slot left (slots only go down), and falls back to the full
+    argmin if its order runs out."""
+    w, n = tt_in.shape
+    first: dict[bytes, int] = {}
+    cls = np.array([first.setdefault(row.tobytes(), i) for i, row in enumerate(tt_in)])
+    reps = np.unique(cls)
+    K = min(2 * w, n)
+    totals = []
+    for k in range(len(cands)):
+        r = int(cands[k])
+        left = w_free.copy()
+        left[r] = left_r[k]
+        cost = tt_in[reps] + ex[:, k][None, :]  # (distinct rows, nodes)
+        vals = np.where(left > 0, cost, np.inf)
+        kth = np.partition(vals, K - 1, axis=1)[:, K - 1]
+        orders = {}
+        for j, c in enumerate(reps.tolist()):  # the first K of the (cost, index) order
+            below = np.flatnonzero(vals[j] < kth[j])
+            ties = np.flatnonzero(vals[j] == kth[j])[: K - len(below)]
+            order = np.concatenate([below[np.argsort(vals[j, below], kind="stable")], ties])
+            orders[c] = (order.tolist(), cost[j])
+        ptr = dict.fromkeys(orders, 0)
+        total = 0.0
+        for c in cls.tolist():
+            order, row = orders[c]
+            p = ptr[c]
+            while p < len(order) and left[order[p]] <= 0:
+                p += 1
+            ptr[c] = p
+            if p < len(order):
+                m = order[p]
+            else:
+                ok = np.flatnonzero(left > 0)
+                m = int(ok[np.argmin(row[ok])]) if len(ok) else int(np.argmin(row))
+            total += row[m]
+            left[m] -= 1
+        totals.append(total)
+    return totals
 
 
 def waiting_times(view: ClusterView) -> np.ndarray:

@@ -88,3 +88,56 @@ def test_merge_option_changes_the_graph_and_is_validated():
     assert arcs[True] < arcs[False]
     with pytest.raises(ValueError, match="merge"):
         D2S(merge="yes")
+
+
+def reference_joint_worker_cost(job, tt_in, band, cap, full):
+    """joint_worker_cost for a pending job as first written (commit 27e1ad3): the greedy
+    worker loop with a full argmin per worker and candidate."""
+    from baselines.d2s import PS_CANDIDATES, Capacity, exchange_bytes, slots
+
+    ex = exchange_bytes(job) / band
+    use = cap if cap.fits(job.ps_demand).any() else full
+    w_free = slots(use, job.worker_demand)
+    cands = np.flatnonzero(use.fits(job.ps_demand))
+    if len(cands) > PS_CANDIDATES:
+        shard = [n for n in dict.fromkeys(job.shard_nodes) if n in set(cands.tolist())]
+        rest = cands[np.argsort(-w_free[cands], kind="stable")]
+        cands = np.array(list(dict.fromkeys(shard + rest.tolist()))[:PS_CANDIDATES])
+    best, best_r = np.inf, int(cands[0]) if len(cands) else 0
+    for r in cands.tolist():
+        left = w_free.copy()
+        one = Capacity(use.cpu[r : r + 1].copy(), use.mem[r : r + 1].copy(), use.bw[r : r + 1].copy(),
+                       use.gpu[r : r + 1].copy())
+        one.take(0, job.ps_demand)
+        left[r] = slots(one, job.worker_demand)[0]
+        cost = tt_in + ex[:, r][None, :]
+        total = 0.0
+        for i in range(len(cost)):
+            ok = np.flatnonzero(left > 0)
+            m = int(ok[np.argmin(cost[i, ok])]) if len(ok) else int(np.argmin(cost[i]))
+            total += cost[i, m]
+            left[m] -= 1
+        if total < best - 1e-9:
+            best, best_r = total, r
+    return tt_in + ex[:, best_r][None, :], best_r
+
+
+@pytest.mark.parametrize("free_frac", [1.0, 0.3, 0.02])
+def test_joint_worker_cost_equals_the_plain_greedy(free_frac):
+    """The sorted-order greedy picks every candidate's total as the per-worker argmin did, on
+    clusters from empty to nearly full (slots run out, the fallback acts)."""
+    from baselines.d2s import Capacity, bandwidth, joint_worker_cost, worker_transfer
+
+    sim = scale_sim(jobs=40, workers=12, racks=4, per_rack=10)
+    view = sim.view()
+    c = view.cluster
+    rng = np.random.default_rng(3)
+    cap = Capacity.of(view)
+    cap.gpu[:] = np.floor(cap.gpu * free_frac * rng.random(len(cap.gpu))).astype(np.int64)
+    full = Capacity(c.cpus * 1.0, c.memory * 1.0, c.nic * 1.0, c.gpus.astype(np.int64))
+    band = bandwidth(c)
+    for job in view.pending:
+        tt_in = worker_transfer(job, job.input_bytes_per_step, band)
+        got, r = joint_worker_cost(job, tt_in, band, cap, full)
+        want, r0 = reference_joint_worker_cost(job, tt_in, band, cap, full)
+        assert r == r0 and np.array_equal(got, want), job.job_id
