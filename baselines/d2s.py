@@ -318,45 +318,43 @@ def _greedy_totals(tt_in: np.ndarray, ex: np.ndarray, w_free: np.ndarray, cands:
     argmin_m cost[i, m] over the nodes with a worker slot left (ties to the lowest index; every
     node if none is left), cost = tt_in + ex[:, k], slots w_free with left_r[k] on r.
 
-    Exactly that loop, faster: workers with equal tt_in rows share one node order, sorted by
-    (cost, index) over the nodes with a slot, truncated after 2w nodes (a worker takes at most w
-    nodes and other workers empty at most w more); a worker takes the
-    first node of its order with a slot left (slots only go down), and falls back to the full
-    argmin if its order runs out."""
+    Exactly that loop, faster: workers with equal tt_in rows share one node order, (cost, index)
+    over the nodes with a slot, cut after 2w nodes (a worker takes at most w nodes and the other
+    workers empty at most w more); a worker takes the first node of its order with a slot left
+    (slots only go down), or, if its order runs out, the full argmin. The costs are added in worker
+    order, as the loop did, so the totals are equal to the last bit."""
     w, n = tt_in.shape
-    first: dict[bytes, int] = {}
-    cls = np.array([first.setdefault(row.tobytes(), i) for i, row in enumerate(tt_in)])
-    reps = np.unique(cls)
-    K = min(2 * w, n)
+    index: dict[bytes, int] = {}
+    reps, cls = [], []
+    for i, row in enumerate(tt_in):
+        c = index.setdefault(row.tobytes(), len(index))
+        if c == len(reps):
+            reps.append(i)
+        cls.append(c)
+    K, R = min(2 * w, n), len(cands)
+    left0 = np.repeat(w_free[None, :], R, axis=0)
+    left0[np.arange(R), cands] = left_r
+    cost = tt_in[reps][None, :, :] + ex.T[:, None, :]  # (candidates, distinct rows, nodes)
+    vals = np.where((left0 > 0)[:, None, :], cost, np.inf)
+    orders = np.argsort(vals, axis=2, kind="stable")[:, :, :K].tolist()
     totals = []
-    for k in range(len(cands)):
-        r = int(cands[k])
-        left = w_free.copy()
-        left[r] = left_r[k]
-        cost = tt_in[reps] + ex[:, k][None, :]  # (distinct rows, nodes)
-        vals = np.where(left > 0, cost, np.inf)
-        kth = np.partition(vals, K - 1, axis=1)[:, K - 1]
-        orders = {}
-        for j, c in enumerate(reps.tolist()):  # the first K of the (cost, index) order
-            below = np.flatnonzero(vals[j] < kth[j])
-            ties = np.flatnonzero(vals[j] == kth[j])[: K - len(below)]
-            order = np.concatenate([below[np.argsort(vals[j, below], kind="stable")], ties])
-            orders[c] = (order.tolist(), cost[j])
-        ptr = dict.fromkeys(orders, 0)
-        total = 0.0
-        for c in cls.tolist():
-            order, row = orders[c]
-            p = ptr[c]
-            while p < len(order) and left[order[p]] <= 0:
+    for k in range(R):
+        left, ptr, picks = left0[k].tolist(), [0] * len(reps), []
+        for c in cls:
+            order, p = orders[k][c], ptr[c]
+            while p < K and left[order[p]] <= 0:
                 p += 1
             ptr[c] = p
-            if p < len(order):
+            if p < K:
                 m = order[p]
             else:
-                ok = np.flatnonzero(left > 0)
-                m = int(ok[np.argmin(row[ok])]) if len(ok) else int(np.argmin(row))
-            total += row[m]
+                free = np.flatnonzero(np.array(left) > 0)
+                m = int(free[np.argmin(cost[k, c, free])]) if len(free) else int(np.argmin(cost[k, c]))
             left[m] -= 1
+            picks.append(m)
+        total = 0.0
+        for v in cost[k, cls, picks].tolist():
+            total += v
         totals.append(total)
     return totals
 
