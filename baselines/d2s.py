@@ -445,7 +445,7 @@ class D2S(Scheduler):
             merge = sum(len(gr.task_ids) * int(f.sum() + w.sum()) for gr, (f, w) in zip(groups, fits)) \
                 >= MERGE_THRESHOLD_ARCS
         app_cap, app_cost, task_app, task_cap, arc_task, arc_target, arc_cost = ([] for _ in range(7))
-        hubs: dict[tuple, int] = {}  # (free or wait, rack, demand) -> hub
+        hubs: dict[tuple, tuple] = {}  # (free or wait, demand) -> its rack layout and hubs
         hub_src, hub_target = [], []
         members = []  # per graph task: the stage's tasks (numbered across groups) it stands for
         pos = {jid: k for k, jid in enumerate(sorted({gr.job.job_id for gr in groups}, key=rank.__getitem__))}
@@ -551,33 +551,32 @@ class D2S(Scheduler):
         rack at cost x = the task's most expensive node there, plus direct arcs to the nodes that
         cost it less (its shard's node, its PS's node). Every node reached only through the hub
         costs the task exactly x, so the optimum is that of the per-node arcs. Returns the nodes
-        that keep per-node arcs for every task (racks with a single eligible node)."""
-        rack = self._rack[nodes]
-        order = np.argsort(rack, kind="stable")
-        nodes, rack = nodes[order], rack[order]
-        starts = np.flatnonzero(np.r_[True, rack[1:] != rack[:-1]])
-        sizes = np.diff(np.r_[starts, len(nodes)])
-        multi = sizes >= 2
-        if not multi.any():
+        that keep per-node arcs for every task (racks with a single eligible node). The eligible
+        nodes depend on the demand only, so their rack layout and hubs are made once per stage."""
+        d = gr.demand
+        key = (kind, d.cpu, d.mem_gb, d.gpu, d.bw_MBps)
+        if key not in hubs:
+            rack = self._rack[nodes]
+            order = np.argsort(rack, kind="stable")
+            nodes, rack = nodes[order], rack[order]
+            starts = np.flatnonzero(np.r_[True, rack[1:] != rack[:-1]])
+            sizes = np.diff(np.r_[starts, len(nodes)])
+            multi = sizes >= 2
+            col_rack = np.repeat(np.arange(len(starts)), sizes)
+            h0 = hub_src[-1] + 1 if hub_src else 0
+            ids = h0 + np.arange(int(multi.sum()))
+            for h, r in zip(ids.tolist(), np.flatnonzero(multi).tolist()):
+                hub_src.extend([h] * int(sizes[r]))
+                hub_target.extend(idx[nodes[starts[r] : starts[r] + sizes[r]]].tolist())
+            hubs[key] = (nodes, starts, multi, col_rack, multi[col_rack], m_all + ids)
+        nodes, starts, multi, col_rack, in_multi, hub_ids = hubs[key]
+        if not len(hub_ids):
             return nodes
         cost = ms[:, nodes]  # (u, eligible nodes)
         x = np.maximum.reduceat(cost, starts, axis=1)  # (u, racks)
-        col_rack = np.repeat(np.arange(len(starts)), sizes)
-        in_multi = multi[col_rack]
-        d = gr.demand
-        hub_ids = []
-        for r in np.flatnonzero(multi).tolist():
-            key = (kind, int(rack[starts[r]]), d.cpu, d.mem_gb, d.gpu, d.bw_MBps)
-            h = hubs.get(key)
-            if h is None:
-                h = hubs[key] = len(hubs)
-                members = nodes[starts[r] : starts[r] + sizes[r]]
-                hub_src.extend([h] * len(members))
-                hub_target.extend(idx[members].tolist())
-            hub_ids.append(h)
         u = len(ms)
         arc_task.append(np.repeat(t + np.arange(u), len(hub_ids)))
-        arc_target.append(np.tile(m_all + np.array(hub_ids), u))
+        arc_target.append(np.tile(hub_ids, u))
         arc_cost.append(x[:, multi].ravel())
         cheaper = (cost < x[:, col_rack]) & in_multi[None, :]  # direct arcs inside hubbed racks
         ti, ci = np.nonzero(cheaper)
