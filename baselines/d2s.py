@@ -294,7 +294,8 @@ def joint_worker_cost(
     w_free = slots(use, job.worker_demand)
     cands = np.flatnonzero(use.fits(job.ps_demand))
     if len(cands) > PS_CANDIDATES:
-        shard = [n for n in dict.fromkeys(job.shard_nodes) if n in set(cands.tolist())]
+        fit = set(cands.tolist())
+        shard = [n for n in dict.fromkeys(job.shard_nodes) if n in fit]
         rest = cands[np.argsort(-w_free[cands], kind="stable")]
         cands = np.array(list(dict.fromkeys(shard + rest.tolist()))[:PS_CANDIDATES])
     if not len(cands):
@@ -336,21 +337,27 @@ def _greedy_totals(tt_in: np.ndarray, ex: np.ndarray, w_free: np.ndarray, cands:
     left0[np.arange(R), cands] = left_r
     cost = tt_in[reps][None, :, :] + ex.T[:, None, :]  # (candidates, distinct rows, nodes)
     vals = np.where((left0 > 0)[:, None, :], cost, np.inf)
-    orders = np.argsort(vals, axis=2, kind="stable")[:, :, :K].tolist()
+    order = np.argsort(vals, axis=2, kind="stable")[:, :, :K]
+    slots0 = np.take_along_axis(left0[:, None, :], order, axis=2).tolist()  # slots of each entry
+    orders = order.tolist()
     totals = []
     for k in range(R):
-        left, ptr, picks = left0[k].tolist(), [0] * len(reps), []
+        taken: dict[int, int] = {}  # slots taken so far per node
+        ptr, picks = [0] * len(reps), []
         for c in cls:
-            order, p = orders[k][c], ptr[c]
-            while p < K and left[order[p]] <= 0:
+            order_c, slots_c, p = orders[k][c], slots0[k][c], ptr[c]
+            while p < K and slots_c[p] - taken.get(order_c[p], 0) <= 0:
                 p += 1
             ptr[c] = p
             if p < K:
-                m = order[p]
+                m = order_c[p]
             else:
-                free = np.flatnonzero(np.array(left) > 0)
+                left = left0[k].copy()
+                for node, q in taken.items():
+                    left[node] -= q
+                free = np.flatnonzero(left > 0)
                 m = int(free[np.argmin(cost[k, c, free])]) if len(free) else int(np.argmin(cost[k, c]))
-            left[m] -= 1
+            taken[m] = taken.get(m, 0) + 1
             picks.append(m)
         total = 0.0
         for v in cost[k, cls, picks].tolist():
