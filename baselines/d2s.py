@@ -521,10 +521,14 @@ class D2S(Scheduler):
                 self.last_unsent[jid] = self.last_unsent.get(jid, 0) + unsent
             if gr.partial:  # map tasks: those with a free slot start, the others stay unscheduled
                 where = {}
+                ok = cap.fits(gr.demand)  # kept up to date on the one node each take changes
                 for tid, k in zip(gr.task_ids, got.tolist()):
-                    if 0 <= k < len(free_nodes) and cap.fits(gr.demand)[tgt_node[k]]:
-                        cap.take(int(tgt_node[k]), gr.demand)
-                        where[tid] = int(tgt_node[k])
+                    if 0 <= k < len(free_nodes) and ok[tgt_node[k]]:
+                        m = int(tgt_node[k])
+                        cap.take(m, gr.demand)
+                        ok[m] = Capacity(cap.cpu[m : m + 1], cap.mem[m : m + 1], cap.bw[m : m + 1],
+                                         cap.gpu[m : m + 1]).fits(gr.demand)[0]
+                        where[tid] = m
                 if where:
                     placed[jid] = where
                 elif (got >= len(free_nodes)).any():
