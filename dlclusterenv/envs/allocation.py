@@ -96,23 +96,25 @@ class _ProposalEnv(ClusterEnv):
         slots = self.slots()
         if not slots:
             return np.zeros((0, 2, self.cluster.n_nodes), dtype=bool)
-        demands = [d for j in slots for d in (j.model.ps, j.model.worker)]
-        if self._fit is None:
-            self._fit = self._cap.fits_many(demands).reshape(len(slots), 2, -1)
-        elif self._dirty:
-            idx = np.fromiter(self._dirty, int)
-            cap = self._cap
-            part = Capacity(cap.cpu[idx], cap.mem[idx], cap.bw[idx], cap.gpu[idx])
-            self._fit[:, :, idx] = part.fits_many(demands).reshape(len(slots), 2, -1)
-        self._dirty.clear()
+        if self._fit is None or self._dirty:
+            demands = [d for j in slots for d in (j.model.ps, j.model.worker)]
+            if self._fit is None:
+                self._fit = self._cap.fits_many(demands).reshape(len(slots), 2, -1)
+                self._slot_of = {j.job_id: i for i, j in enumerate(slots)}
+                self._no_ps = np.array([not j.uses_ps for j in slots])
+            else:
+                idx = np.fromiter(self._dirty, int)
+                cap = self._cap
+                part = Capacity(cap.cpu[idx], cap.mem[idx], cap.bw[idx], cap.gpu[idx])
+                self._fit[:, :, idx] = part.fits_many(demands).reshape(len(slots), 2, -1)
+            self._dirty.clear()
         ok = self._fit.copy()
-        for i, job in enumerate(slots):
-            added = self._added.get(job.job_id)
-            p, w = self._base(job)
-            if added and p + w + len(added["ps"]) + len(added["worker"]) >= self.max_tasks_per_job:
+        ok[self._no_ps, 0] = False  # all-reduce jobs have no PS
+        for jid, added in self._added.items():  # only jobs given tasks this round can be at the cap
+            i = self._slot_of[jid]
+            p, w = self._base(slots[i])
+            if p + w + len(added["ps"]) + len(added["worker"]) >= self.max_tasks_per_job:
                 ok[i] = False
-            if not job.uses_ps:
-                ok[i, 0] = False  # all-reduce jobs have no PS
         return ok
 
     def _end_round(self) -> Decision:
@@ -421,6 +423,9 @@ class JointEnv(_ProposalEnv):
         fits = self._fits()
         view = mask[: self._n_add].reshape(self.max_jobs, 2, self.max_nodes)
         view[: len(fits), :, : self.cluster.n_nodes] = fits
-        for i, job in enumerate(self.slots()):
-            mask[self._n_add + i] = job.n_placed > 0 and job.job_id not in self._released
+        if len(fits):  # a job holding nodes can be released once a round (slots fixed within it)
+            release = mask[self._n_add : self._n_add + len(fits)]
+            release[:] = [j.n_placed > 0 for j in self.slots()]
+            for jid in self._released:
+                release[self._slot_of[jid]] = False
         return mask
