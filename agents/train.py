@@ -163,7 +163,8 @@ class TrainConfig(_Strict):
     policy: str
     policy_kwargs: dict[str, Any] = Field(default_factory=dict)
     n_envs: int = Field(default=1, ge=1)
-    vec: Literal["dummy", "subproc"] = "dummy"
+    # batched: one native batched env (dlclusterenv.envs.vector) behind agents.vec.BatchedVecEnv
+    vec: Literal["dummy", "subproc", "batched"] = "dummy"
     seed: int = Field(default=0, ge=0)
     total_timesteps: int = Field(ge=1)
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
@@ -258,8 +259,14 @@ def _env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
 
 def make_vec(cfg: TrainConfig, seed: int):
     from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
 
+    if cfg.vec == "batched":  # seeded as make_vec_env seeds: env i resets first with seed + i
+        from .vec import BatchedVecEnv
+
+        venv = VecMonitor(BatchedVecEnv(cfg.env.id, cfg.n_envs, **cfg.env.kwargs))
+        venv.seed(seed)
+        return venv
     return make_vec_env(
         partial(_env, cfg.env.id, cfg.env.kwargs),
         n_envs=cfg.n_envs,

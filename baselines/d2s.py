@@ -71,6 +71,9 @@ from dlclusterenv.placers import Capacity
 # networkx's network simplex is pure Python: fine for a few thousand arcs, slow past that; at and
 # above this many arcs the OR-Tools C++ solver is used (same optimal cost, tests/test_baseline_d2s.py).
 SOLVER_THRESHOLD_ARCS = 2000
+# D2S(merge="auto") builds the compact graph from this many per-task Task -> Node arcs (the
+# issue-14 scale, 10,000 tasks x 1,000 nodes, has about 10^7)
+MERGE_THRESHOLD_ARCS = 1_000_000
 _MS = 1000.0
 
 
@@ -87,22 +90,39 @@ class FlowGraph:
     arc_task: np.ndarray  # Task -> Node arcs (capacity 1): tail task,
     arc_target: np.ndarray  # head node,
     arc_cost: np.ndarray  # cost tt (transfer time, Eq. 1-2)
+    # Compact form (D2S(merge=True)). A "task" may stand for k identical tasks (same app, same
+    # arcs and costs): App -> Task and its Task -> Node arcs then have capacity k (None: 1). And
+    # hubs (rack vertices): arc_target >= len(target_cap) names hub arc_target - len(target_cap),
+    # and hub h reaches targets hub_target[hub_src == h] at cost 0 (uncapacitated).
+    task_cap: np.ndarray | None = None
+    hub_src: np.ndarray | None = None
+    hub_target: np.ndarray | None = None
+
+    def n_hubs(self) -> int:
+        return 0 if self.hub_src is None or not len(self.hub_src) else int(self.hub_src.max()) + 1
 
     def n_arcs(self) -> int:
-        return len(self.app_cap) + len(self.task_app) + len(self.arc_task) + len(self.target_cap)
+        hub = 0 if self.hub_src is None else len(self.hub_src)
+        return len(self.app_cap) + len(self.task_app) + len(self.arc_task) + len(self.target_cap) + hub
 
     def edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-        """(tails, heads, capacities, costs, sink); vertices: Source 0, apps, tasks, targets, Sink."""
-        a, t, m = len(self.app_cap), len(self.task_app), len(self.target_cap)
-        app0, task0, tgt0, sink = 1, 1 + a, 1 + a + t, 1 + a + t + m
-        parts = [  # (tails, heads, capacities, costs) of the four layers
+        """(tails, heads, capacities, costs, sink); vertices: Source 0, apps, tasks, targets, hubs,
+        Sink; arcs in the order App, Task, Task -> Node (or hub), Node -> Sink, hub -> Node."""
+        a, t, m, h = len(self.app_cap), len(self.task_app), len(self.target_cap), self.n_hubs()
+        app0, task0, tgt0, sink = 1, 1 + a, 1 + a + t, 1 + a + t + m + h
+        cap = np.ones(t, np.int64) if self.task_cap is None else _i64(self.task_cap)
+        parts = [  # (tails, heads, capacities, costs) of the layers
             (np.zeros(a), app0 + np.arange(a), self.app_cap, self.app_cost),
-            (app0 + _i64(self.task_app), task0 + np.arange(t), np.ones(t), np.zeros(t)),
-            (task0 + _i64(self.arc_task), tgt0 + _i64(self.arc_target), np.ones(len(self.arc_cost)),
+            (app0 + _i64(self.task_app), task0 + np.arange(t), cap, np.zeros(t)),
+            (task0 + _i64(self.arc_task), tgt0 + _i64(self.arc_target), cap[_i64(self.arc_task)],
              self.arc_cost),
             (tgt0 + np.arange(m), np.full(m, sink), self.target_cap, self.target_cost),
         ]
-        tails, heads, caps, costs = (_i64(np.concatenate([p[k] for p in parts])) for k in range(4))
+        if h:
+            k = len(self.hub_src)
+            parts.append((tgt0 + m + _i64(self.hub_src), tgt0 + _i64(self.hub_target),
+                          np.full(k, int(cap.sum())), np.zeros(k)))
+        tails, heads, caps, costs = (_i64(np.concatenate([p[k] for p in parts])) for k in range(len(parts[0])))
         return tails, heads, caps, costs, sink
 
 
@@ -111,22 +131,57 @@ def _i64(x) -> np.ndarray:
 
 
 def solve(g: FlowGraph, solver: str = "auto") -> tuple[np.ndarray, int]:
-    """Maximum flow of minimum cost from Source to Sink. Returns (per task the target it is sent
-    to, -1 if none; total cost)."""
+    """Maximum flow of minimum cost from Source to Sink, on a graph of single tasks. Returns (per
+    task the target it is sent to, -1 if none; total cost)."""
+    if g.task_cap is not None and (_i64(g.task_cap) != 1).any():
+        raise ValueError("solve: the graph has merged tasks; use solve_flow")
+    tasks, targets, _, cost = solve_flow(g, solver)
+    sent = np.full(len(g.task_app), -1, dtype=np.int64)
+    sent[tasks] = targets
+    return sent, cost
+
+
+def solve_flow(g: FlowGraph, solver: str = "auto") -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Maximum flow of minimum cost from Source to Sink. Returns (task, target, units) of the
+    assignment, and the total cost. Units through a hub are paired with the hub's targets in
+    order: any pairing is optimal, as a task's arc to a hub costs at least its cost to each of
+    the hub's targets and exactly that to each it has no direct arc to (see D2S._stage), so a
+    pairing that cost less than the flow would be a cheaper flow."""
     if solver == "auto":
         solver = "ortools" if g.n_arcs() >= SOLVER_THRESHOLD_ARCS else "networkx"
     if solver not in ("networkx", "ortools"):
         raise ValueError(f"unknown solver {solver!r}; use 'auto', 'networkx' or 'ortools'")
-    sent = np.full(len(g.task_app), -1, dtype=np.int64)
+    none = np.zeros(0, dtype=np.int64)
     if len(g.arc_task) == 0:
-        return sent, 0  # no task can reach a node: the maximum flow is 0
+        return none, none, none, 0  # no task can reach a node: the maximum flow is 0
     tails, heads, caps, costs, sink = g.edges()
     fn = _solve_networkx if solver == "networkx" else _solve_ortools
     used, cost = fn(tails, heads, caps, costs, sink)
     first = len(g.app_cap) + len(g.task_app)  # the Task -> Node arcs, in g.arc_* order
-    on = used[first : first + len(g.arc_task)] > 0
-    sent[_i64(g.arc_task)[on]] = _i64(g.arc_target)[on]
-    return sent, cost
+    flow = used[first : first + len(g.arc_task)]
+    task, target = _i64(g.arc_task), _i64(g.arc_target)
+    m, on = len(g.target_cap), flow > 0
+    direct = on & (target < m)
+    out = [(task[direct], target[direct], flow[direct])]
+    if g.n_hubs():
+        hub_flow = used[first + len(g.arc_task) + m :]
+        into: dict[int, list] = {}
+        for i in np.flatnonzero(on & (target >= m)).tolist():
+            into.setdefault(int(target[i]) - m, []).append([int(task[i]), int(flow[i])])
+        pairs = []
+        for i in np.flatnonzero(hub_flow > 0).tolist():
+            src, left, q = into[int(g.hub_src[i])], int(hub_flow[i]), int(g.hub_target[i])
+            while left:
+                k = min(left, src[-1][1])
+                pairs.append((src[-1][0], q, k))
+                left -= k
+                src[-1][1] -= k
+                if not src[-1][1]:
+                    src.pop()
+        if pairs:
+            out.append(tuple(_i64(x) for x in zip(*pairs)))
+    t, q, u = (np.concatenate([o[k] for o in out]) for k in range(3))
+    return t, q, u, cost
 
 
 def _solve_networkx(tails, heads, caps, costs, sink) -> tuple[np.ndarray, int]:
@@ -231,33 +286,84 @@ def joint_worker_cost(
     the workers given r; Eq. 2 takes the max over the workers' fetches, the arcs add them up (the
     PS's NIC carries every remote worker's exchange, so they share it and the sum is its busy time).
     Returns (cost[i, m] in seconds, r)."""
-    ex = exchange_bytes(job) / band  # ex[m, r], 0 on the diagonal
+    exb = exchange_bytes(job)  # ex[m, r] = exb / band[m, r], 0 on the diagonal: the columns used
     if ps_nodes:
-        return tt_in + ex[:, np.asarray(ps_nodes)].sum(axis=1)[None, :] / len(ps_nodes), int(ps_nodes[0])
+        ex = exb / band[:, np.asarray(ps_nodes)]
+        return tt_in + ex.sum(axis=1)[None, :] / len(ps_nodes), int(ps_nodes[0])
     use = cap if cap.fits(job.ps_demand).any() else full
     w_free = slots(use, job.worker_demand)
     cands = np.flatnonzero(use.fits(job.ps_demand))
     if len(cands) > PS_CANDIDATES:
-        shard = [n for n in dict.fromkeys(job.shard_nodes) if n in set(cands.tolist())]
+        fit = set(cands.tolist())
+        shard = [n for n in dict.fromkeys(job.shard_nodes) if n in fit]
         rest = cands[np.argsort(-w_free[cands], kind="stable")]
         cands = np.array(list(dict.fromkeys(shard + rest.tolist()))[:PS_CANDIDATES])
-    best, best_r = np.inf, int(cands[0]) if len(cands) else 0
-    for r in cands.tolist():
-        left = w_free.copy()
-        one = Capacity(use.cpu[r : r + 1].copy(), use.mem[r : r + 1].copy(), use.bw[r : r + 1].copy(),
-                       use.gpu[r : r + 1].copy())
-        one.take(0, job.ps_demand)
-        left[r] = slots(one, job.worker_demand)[0]
-        cost = tt_in + ex[:, r][None, :]
-        total = 0.0
-        for i in range(len(cost)):
-            ok = np.flatnonzero(left > 0)
-            m = int(ok[np.argmin(cost[i, ok])]) if len(ok) else int(np.argmin(cost[i]))
-            total += cost[i, m]
-            left[m] -= 1
+    if not len(cands):
+        return tt_in + (exb / band[:, 0])[None, :], 0
+    ex = exb / band[:, cands]  # (nodes, candidates)
+    # the worker slots left on each candidate r once the PS takes its share of r
+    one = Capacity(use.cpu[cands].copy(), use.mem[cands].copy(), use.bw[cands].copy(), use.gpu[cands].copy())
+    for k in range(len(cands)):
+        one.take(k, job.ps_demand)
+    left_r = slots(one, job.worker_demand)
+    best, best_k = np.inf, 0
+    for k, total in enumerate(_greedy_totals(tt_in, ex, w_free, cands, left_r)):
         if total < best - 1e-9:
-            best, best_r = total, r
-    return tt_in + ex[:, best_r][None, :], best_r
+            best, best_k = total, k
+    return tt_in + ex[:, best_k][None, :], int(cands[best_k])
+
+
+def _greedy_totals(tt_in: np.ndarray, ex: np.ndarray, w_free: np.ndarray, cands: np.ndarray,
+                   left_r: np.ndarray) -> list[float]:
+    """Per candidate PS node r = cands[k]: the total of sending workers i = 0, 1, ... in turn to
+    argmin_m cost[i, m] over the nodes with a worker slot left (ties to the lowest index; every
+    node if none is left), cost = tt_in + ex[:, k], slots w_free with left_r[k] on r.
+
+    Exactly that loop, faster: workers with equal tt_in rows share one node order, (cost, index)
+    over the nodes with a slot, cut after 2w nodes (a worker takes at most w nodes and the other
+    workers empty at most w more); a worker takes the first node of its order with a slot left
+    (slots only go down), or, if its order runs out, the full argmin. The costs are added in worker
+    order, as the loop did, so the totals are equal to the last bit."""
+    w, n = tt_in.shape
+    index: dict[bytes, int] = {}
+    reps, cls = [], []
+    for i, row in enumerate(tt_in):
+        c = index.setdefault(row.tobytes(), len(index))
+        if c == len(reps):
+            reps.append(i)
+        cls.append(c)
+    K, R = min(2 * w, n), len(cands)
+    left0 = np.repeat(w_free[None, :], R, axis=0)
+    left0[np.arange(R), cands] = left_r
+    cost = tt_in[reps][None, :, :] + ex.T[:, None, :]  # (candidates, distinct rows, nodes)
+    vals = np.where((left0 > 0)[:, None, :], cost, np.inf)
+    order = np.argsort(vals, axis=2, kind="stable")[:, :, :K]
+    slots0 = np.take_along_axis(left0[:, None, :], order, axis=2).tolist()  # slots of each entry
+    orders = order.tolist()
+    totals = []
+    for k in range(R):
+        taken: dict[int, int] = {}  # slots taken so far per node
+        ptr, picks = [0] * len(reps), []
+        for c in cls:
+            order_c, slots_c, p = orders[k][c], slots0[k][c], ptr[c]
+            while p < K and slots_c[p] - taken.get(order_c[p], 0) <= 0:
+                p += 1
+            ptr[c] = p
+            if p < K:
+                m = order_c[p]
+            else:
+                left = left0[k].copy()
+                for node, q in taken.items():
+                    left[node] -= q
+                free = np.flatnonzero(left > 0)
+                m = int(free[np.argmin(cost[k, c, free])]) if len(free) else int(np.argmin(cost[k, c]))
+            taken[m] = taken.get(m, 0) + 1
+            picks.append(m)
+        total = 0.0
+        for v in cost[k, cls, picks].tolist():
+            total += v
+        totals.append(total)
+    return totals
 
 
 def waiting_times(view: ClusterView) -> np.ndarray:
@@ -312,10 +418,20 @@ class _Group:
 class D2S(Scheduler):
     name = "d2s"
 
-    def __init__(self, solver: str = "auto"):
+    def __init__(self, solver: str = "auto", merge: bool | str = "auto"):
+        """`merge`: build the compact graph, the same optimum with far fewer arcs: a job's tasks
+        with the same costs to every node are one vertex of capacity k, and tasks reach a rack's
+        nodes through a rack vertex (`_hub_arcs`). False: the paper's Fig. 2 graph, one vertex per
+        task and one arc per task and node. "auto": the compact graph where the paper's would have
+        MERGE_THRESHOLD_ARCS Task -> Node arcs or more. Why not always: equal-cost optima are
+        broken by the solver, differently on the two graphs, so a run's decisions (not its costs)
+        may differ; below the threshold the paper's graph keeps every reproduced figure."""
         if solver not in ("auto", "networkx", "ortools"):
             raise ValueError(f"unknown solver {solver!r}; use 'auto', 'networkx' or 'ortools'")
+        if merge not in (True, False, "auto"):
+            raise ValueError(f"merge: expected true, false or 'auto', got {merge!r}")
         self.solver = solver
+        self.merge = merge
 
     def _stage(self, cap: Capacity, full: Capacity, nt: np.ndarray, ft: dict, rank: dict, groups: list):
         """Build and solve one flow over `groups`. Returns (placed: job -> {task: node}, waiting
@@ -330,25 +446,49 @@ class D2S(Scheduler):
         free_idx, wait_idx = np.full(n, -1), np.full(n, -1)
         free_idx[free_nodes] = np.arange(len(free_nodes))
         wait_idx[wait_nodes] = len(free_nodes) + np.arange(len(wait_nodes))
-        app_cap, app_cost, task_app, arc_task, arc_target, arc_cost = [], [], [], [], [], []
+        fits = [(cap.fits(gr.demand) & (free_idx >= 0), full.fits(gr.demand) & (wait_idx >= 0)) for gr in groups]
+        merge = self.merge
+        if merge == "auto":  # the paper's graph unless it would be large
+            merge = sum(len(gr.task_ids) * int(f.sum() + w.sum()) for gr, (f, w) in zip(groups, fits)) \
+                >= MERGE_THRESHOLD_ARCS
+        app_cap, app_cost, task_app, task_cap, arc_task, arc_target, arc_cost = ([] for _ in range(7))
+        hubs: dict[tuple, tuple] = {}  # (free or wait, demand) -> its rack layout and hubs
+        hub_src, hub_target = [], []
+        members = []  # per graph task: the stage's tasks (numbered across groups) it stands for
         pos = {jid: k for k, jid in enumerate(sorted({gr.job.job_id for gr in groups}, key=rank.__getitem__))}
-        t = 0
+        t = first = 0  # graph tasks and stage tasks so far
+        m_all = len(tgt_node)
         for a, gr in enumerate(groups):
             k = len(gr.task_ids)
             app_cap.append(k)
             # Source -> App: residual time, Eq. (5), + 1 ms per place in the (ft, arrival) order so
             # that of equal applications the earlier is served first (not the solver's whim)
             app_cost.append(_ms(ft[gr.job.job_id]) + pos[gr.job.job_id])
-            task_app += [a] * k
             ms = _ms(gr.tt)
+            if merge:  # a group's tasks share demand and fits, so equal cost rows are equal tasks
+                rows: dict[bytes, list[int]] = {}
+                for i, row in enumerate(ms):
+                    rows.setdefault(row.tobytes(), []).append(first + i)
+                cls = [np.array(v) for v in rows.values()]
+                ms = ms[[c[0] - first for c in cls]]
+            else:
+                cls = [np.array([first + i]) for i in range(k)]
+            u = len(cls)
+            task_app += [a] * u
+            task_cap += [len(c) for c in cls]
+            members += cls
             # Task -> Node: transfer time (Eq. 1-2), to nodes where the task fits now (free slots)
             # and to busy nodes it fits when empty (wait for them)
-            for idx, ok in ((free_idx, cap.fits(gr.demand)), (wait_idx, full.fits(gr.demand))):
-                nodes = np.flatnonzero(ok & (idx >= 0))
-                arc_task.append(np.repeat(t + np.arange(k), len(nodes)))
-                arc_target.append(np.tile(idx[nodes], k))
+            for kind, (idx, ok) in enumerate(((free_idx, fits[a][0]), (wait_idx, fits[a][1]))):
+                nodes = np.flatnonzero(ok)
+                if merge:
+                    nodes = self._hub_arcs(gr, kind, nodes, idx, ms, t, m_all, hubs, hub_src, hub_target,
+                                           arc_task, arc_target, arc_cost)
+                arc_task.append(np.repeat(t + np.arange(u), len(nodes)))
+                arc_target.append(np.tile(idx[nodes], u))
                 arc_cost.append(ms[:, nodes].ravel())
-            t += k
+            t += u
+            first += k
         g = FlowGraph(
             app_cap=np.array(app_cap),
             app_cost=np.array(app_cost),
@@ -359,8 +499,17 @@ class D2S(Scheduler):
             arc_task=np.concatenate(arc_task),
             arc_target=np.concatenate(arc_target),
             arc_cost=np.concatenate(arc_cost),
+            task_cap=np.array(task_cap),
+            hub_src=np.array(hub_src, dtype=np.int64),
+            hub_target=np.array(hub_target, dtype=np.int64),
         )
-        sent, _ = solve(g, self.solver)
+        self.last_arcs = g.n_arcs()
+        tasks, targets, units, self.last_cost = solve_flow(g, self.solver)
+        sent = np.full(first, -1, dtype=np.int64)
+        used = np.zeros(len(members), dtype=np.int64)  # of each merged task, the tasks sent so far
+        for c, q, f in zip(tasks.tolist(), targets.tolist(), units.tolist()):  # in order
+            sent[members[c][used[c] : used[c] + f]] = q
+            used[c] += f
         placed, waiting, short = {}, set(), set()
         starts = np.cumsum([0] + [len(gr.task_ids) for gr in groups])
         order = sorted(range(len(groups)), key=lambda a: rank[groups[a].job.job_id])
@@ -372,10 +521,14 @@ class D2S(Scheduler):
                 self.last_unsent[jid] = self.last_unsent.get(jid, 0) + unsent
             if gr.partial:  # map tasks: those with a free slot start, the others stay unscheduled
                 where = {}
+                ok = cap.fits(gr.demand)  # kept up to date on the one node each take changes
                 for tid, k in zip(gr.task_ids, got.tolist()):
-                    if 0 <= k < len(free_nodes) and cap.fits(gr.demand)[tgt_node[k]]:
-                        cap.take(int(tgt_node[k]), gr.demand)
-                        where[tid] = int(tgt_node[k])
+                    if 0 <= k < len(free_nodes) and ok[tgt_node[k]]:
+                        m = int(tgt_node[k])
+                        cap.take(m, gr.demand)
+                        ok[m] = Capacity(cap.cpu[m : m + 1], cap.mem[m : m + 1], cap.bw[m : m + 1],
+                                         cap.gpu[m : m + 1]).fits(gr.demand)[0]
+                        where[tid] = m
                 if where:
                     placed[jid] = where
                 elif (got >= len(free_nodes)).any():
@@ -402,6 +555,47 @@ class D2S(Scheduler):
             placed[jid] = dict(zip(gr.task_ids, (int(m) for m in nodes)))
         return placed, waiting, short
 
+    def _hub_arcs(self, gr, kind, nodes, idx, ms, t, m_all, hubs, hub_src, hub_target,
+                  arc_task, arc_target, arc_cost) -> np.ndarray:
+        """Route the group's tasks (rows of ms, graph tasks t...) to the eligible `nodes` of each
+        rack of two or more through one hub per (free or wait, rack, demand): one arc per task and
+        rack at cost x = the task's most expensive node there, plus direct arcs to the nodes that
+        cost it less (its shard's node, its PS's node). Every node reached only through the hub
+        costs the task exactly x, so the optimum is that of the per-node arcs. Returns the nodes
+        that keep per-node arcs for every task (racks with a single eligible node). The eligible
+        nodes depend on the demand only, so their rack layout and hubs are made once per stage."""
+        d = gr.demand
+        key = (kind, d.cpu, d.mem_gb, d.gpu, d.bw_MBps)
+        if key not in hubs:
+            rack = self._rack[nodes]
+            order = np.argsort(rack, kind="stable")
+            nodes, rack = nodes[order], rack[order]
+            starts = np.flatnonzero(np.r_[True, rack[1:] != rack[:-1]])
+            sizes = np.diff(np.r_[starts, len(nodes)])
+            multi = sizes >= 2
+            col_rack = np.repeat(np.arange(len(starts)), sizes)
+            h0 = hub_src[-1] + 1 if hub_src else 0
+            ids = h0 + np.arange(int(multi.sum()))
+            for h, r in zip(ids.tolist(), np.flatnonzero(multi).tolist()):
+                hub_src.extend([h] * int(sizes[r]))
+                hub_target.extend(idx[nodes[starts[r] : starts[r] + sizes[r]]].tolist())
+            hubs[key] = (nodes, starts, multi, col_rack, multi[col_rack], m_all + ids)
+        nodes, starts, multi, col_rack, in_multi, hub_ids = hubs[key]
+        if not len(hub_ids):
+            return nodes
+        cost = ms[:, nodes]  # (u, eligible nodes)
+        x = np.maximum.reduceat(cost, starts, axis=1)  # (u, racks)
+        u = len(ms)
+        arc_task.append(np.repeat(t + np.arange(u), len(hub_ids)))
+        arc_target.append(np.tile(hub_ids, u))
+        arc_cost.append(x[:, multi].ravel())
+        cheaper = (cost < x[:, col_rack]) & in_multi[None, :]  # direct arcs inside hubbed racks
+        ti, ci = np.nonzero(cheaper)
+        arc_task.append(t + ti)
+        arc_target.append(idx[nodes[ci]])
+        arc_cost.append(cost[ti, ci])
+        return nodes[~in_multi]
+
     def _workers(self, job: JobView, band, cap, full, input_tt: dict) -> _Group:
         """Flow 1's group for a job: its unscheduled map tasks (workers), pending job or running one
         short of the workers it asked for, with the joint cost of Eq. 6 (`joint_worker_cost`)."""
@@ -421,6 +615,7 @@ class D2S(Scheduler):
         cap = Capacity.of(view)
         full = Capacity(c.cpus * 1.0, c.memory * 1.0, c.nic * 1.0, c.gpus.astype(np.int64))  # nodes empty
         band = bandwidth(c)
+        self._rack = c.node_rack
         nt = waiting_times(view)
         # the applications with unscheduled tasks: pending jobs, and running jobs short of the
         # workers they asked for (they started with the slots there were, as map tasks do)

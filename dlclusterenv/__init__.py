@@ -11,22 +11,24 @@ from .workload import build
 
 __version__ = "0.1.0"
 
-# id -> (entry point, default kwargs). DLCluster-v0 is the joint env: it can express every
-# allocation and placement decision the heuristics make. No max_episode_steps: the envs cap
-# episodes with their own max_steps option (ClusterEnv docstring, "Episode End", says why).
+# id -> (entry point, vector entry point, default kwargs). DLCluster-v0 is the joint env: it can
+# express every allocation and placement decision the heuristics make. The vector entry points are
+# the native batched envs (envs/vector.py): gym.make_vec(id, N, vectorization_mode="vector_entry_point").
+# No max_episode_steps: the envs cap episodes with their own max_steps option (ClusterEnv
+# docstring, "Episode End", says why).
 _ENVS = {
-    "DLCluster-v0": ("dlclusterenv.envs:JointEnv", {}),
-    "DLClusterPlace-v0": ("dlclusterenv.envs:PlacementEnv", {}),
-    "DLClusterAlloc-v0": ("dlclusterenv.envs:AllocationEnv", {}),
-    "DLClusterJoint-v0": ("dlclusterenv.envs:JointEnv", {}),
+    "DLCluster-v0": ("dlclusterenv.envs:JointEnv", "dlclusterenv.envs:JointVectorEnv", {}),
+    "DLClusterPlace-v0": ("dlclusterenv.envs:PlacementEnv", "dlclusterenv.envs:PlacementVectorEnv", {}),
+    "DLClusterAlloc-v0": ("dlclusterenv.envs:AllocationEnv", "dlclusterenv.envs:AllocationVectorEnv", {}),
+    "DLClusterJoint-v0": ("dlclusterenv.envs:JointEnv", "dlclusterenv.envs:JointVectorEnv", {}),
     # the joint env plus GPU slots, GPU sharing modes and CPU limits (Gandiva, FlowCon)
-    "DLClusterShare-v0": ("dlclusterenv.envs:ShareEnv", {}),
+    "DLClusterShare-v0": ("dlclusterenv.envs:ShareEnv", "dlclusterenv.envs:ShareVectorEnv", {}),
 }
 ENV_IDS = tuple(_ENVS)
 
-for _id, (_entry, _kw) in _ENVS.items():
+for _id, (_entry, _vector_entry, _kw) in _ENVS.items():
     if _id not in registry:
-        register(id=_id, entry_point=_entry, kwargs=_kw)
+        register(id=_id, entry_point=_entry, vector_entry_point=_vector_entry, kwargs=_kw)
 
 
 def make_sim(scenario="default", seed: int = 0) -> Simulator:

@@ -4,5 +4,15 @@ from .allocation import AllocationEnv, JointEnv
 from .core import ClusterEnv
 from .placement import PlacementEnv
 from .share import ShareEnv
+from .vector import (
+    AllocationVectorEnv,
+    ClusterVectorEnv,
+    JointVectorEnv,
+    PlacementVectorEnv,
+    ShareVectorEnv,
+)
 
-__all__ = ["AllocationEnv", "ClusterEnv", "JointEnv", "PlacementEnv", "ShareEnv"]
+__all__ = [
+    "AllocationEnv", "AllocationVectorEnv", "ClusterEnv", "ClusterVectorEnv", "JointEnv",
+    "JointVectorEnv", "PlacementEnv", "PlacementVectorEnv", "ShareEnv", "ShareVectorEnv",
+]

@@ -57,6 +57,8 @@ class _ProposalEnv(ClusterEnv):
 
     def _begin_round(self) -> None:
         self._cap = Capacity.of_sim(self.sim)
+        self._fit: np.ndarray | None = None  # _fits() before the per-job caps, on _cap
+        self._dirty: set[int] = set()  # nodes whose capacity changed since _fit was computed
         self._added: dict[str, dict[str, list[int]]] = {}
         self._released: set[str] = set()
         self._ended = False
@@ -79,26 +81,40 @@ class _ProposalEnv(ClusterEnv):
 
     def _add(self, slot: int, role: str, node: int) -> None:
         job = self.slots()[slot]
-        d = job.model.ps if role == "ps" else job.model.worker
-        self._cap.take(node, d)
+        self._take(node, job.model.ps if role == "ps" else job.model.worker)
         self._added.setdefault(job.job_id, {"ps": [], "worker": []})[role].append(node)
+
+    def _take(self, node: int, d, sign: int = 1) -> None:
+        """Every change of the round's capacity goes here, so that _fits redoes only its node."""
+        self._cap.take(node, d, sign)
+        self._dirty.add(node)
 
     def _fits(self) -> np.ndarray:
         """(slots, 2 roles, nodes): where one more PS / worker of each slot's job fits the round's
-        remaining capacity, within the per-job task cap."""
+        remaining capacity, within the per-job task cap. The capacity test is kept for the round
+        and redone only on the nodes an action changed (the slots are fixed within a round)."""
         slots = self.slots()
-        ok = np.zeros((len(slots), 2, self.cluster.n_nodes), dtype=bool)
         if not slots:
-            return ok
-        demands = [d for j in slots for d in (j.model.ps, j.model.worker)]
-        ok[:] = self._cap.fits_many(demands).reshape(len(slots), 2, -1)
-        for i, job in enumerate(slots):
-            added = self._added.get(job.job_id)
-            p, w = self._base(job)
-            if added and p + w + len(added["ps"]) + len(added["worker"]) >= self.max_tasks_per_job:
+            return np.zeros((0, 2, self.cluster.n_nodes), dtype=bool)
+        if self._fit is None or self._dirty:
+            demands = [d for j in slots for d in (j.model.ps, j.model.worker)]
+            if self._fit is None:
+                self._fit = self._cap.fits_many(demands).reshape(len(slots), 2, -1)
+                self._slot_of = {j.job_id: i for i, j in enumerate(slots)}
+                self._no_ps = np.array([not j.uses_ps for j in slots])
+            else:
+                idx = np.fromiter(self._dirty, int)
+                cap = self._cap
+                part = Capacity(cap.cpu[idx], cap.mem[idx], cap.bw[idx], cap.gpu[idx])
+                self._fit[:, :, idx] = part.fits_many(demands).reshape(len(slots), 2, -1)
+            self._dirty.clear()
+        ok = self._fit.copy()
+        ok[self._no_ps, 0] = False  # all-reduce jobs have no PS
+        for jid, added in self._added.items():  # only jobs given tasks this round can be at the cap
+            i = self._slot_of[jid]
+            p, w = self._base(slots[i])
+            if p + w + len(added["ps"]) + len(added["worker"]) >= self.max_tasks_per_job:
                 ok[i] = False
-            if not job.uses_ps:
-                ok[i, 0] = False  # all-reduce jobs have no PS
         return ok
 
     def _end_round(self) -> Decision:
@@ -131,10 +147,10 @@ class _ProposalEnv(ClusterEnv):
         job = self.slots()[slot]
         for t in job.tasks.values():
             if t.node >= 0:
-                self._cap.take(t.node, job.model.ps if t.role == "ps" else job.model.worker, -1)
+                self._take(t.node, job.model.ps if t.role == "ps" else job.model.worker, -1)
         for role, nodes in self._added.pop(job.job_id, {}).items():
             for n in nodes:
-                self._cap.take(n, job.model.ps if role == "ps" else job.model.worker, -1)
+                self._take(n, job.model.ps if role == "ps" else job.model.worker, -1)
         self._released.add(job.job_id)
 
     def _obs(self) -> dict[str, np.ndarray]:
@@ -287,7 +303,7 @@ class AllocationEnv(_ProposalEnv):
             return
         add = self._added[job.job_id]
         for role, _ in reversed(done):
-            self._cap.take(add[role].pop(), job.model.ps if role == "ps" else job.model.worker, -1)
+            self._take(add[role].pop(), job.model.ps if role == "ps" else job.model.worker, -1)
         if not add["ps"] and not add["worker"]:
             del self._added[job.job_id]
 
@@ -429,6 +445,9 @@ class JointEnv(_ProposalEnv):
         fits = self._fits()
         view = mask[: self._n_add].reshape(self.max_jobs, 2, self.max_nodes)
         view[: len(fits), :, : self.cluster.n_nodes] = fits
-        for i, job in enumerate(self.slots()):
-            mask[self._n_add + i] = job.n_placed > 0 and job.job_id not in self._released
+        if len(fits):  # a job holding nodes can be released once a round (slots fixed within it)
+            release = mask[self._n_add : self._n_add + len(fits)]
+            release[:] = [j.n_placed > 0 for j in self.slots()]
+            for jid in self._released:
+                release[self._slot_of[jid]] = False
         return mask

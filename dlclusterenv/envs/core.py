@@ -252,6 +252,7 @@ class ClusterEnv(gym.Env):
         self._mask = None
         self._job_block = np.zeros((self.max_jobs, JOB_F), np.float32)  # rows of the job slots
         self._job_keys: list[tuple | None] = [None] * self.max_jobs  # the state each row shows
+        self._state_stamp = None  # (sim, version, now) that _state_cache shows
         self._new_round()
         self._settle()
         return self._obs(), self._info()
@@ -378,25 +379,20 @@ class ClusterEnv(gym.Env):
         return self.sim.active_jobs()[: self.max_jobs]
 
     def _obs(self) -> dict[str, np.ndarray]:
-        c, sim = self.cluster, self.sim
-        n = c.n_nodes
-        nodes = self._static_nodes.copy()
-        nodes[:n, 1] = (c.cpus - sim.used_cpu) / c.cpus
-        nodes[:n, 2] = (c.memory - sim.used_mem) / c.memory
-        free_g = sim.free_gpus
-        nodes[:n, 3] = free_g / np.maximum(c.gpus, 1)
+        """The decision point's part (`_state_obs`, cached) plus the focal task's features."""
+        base = self._state_obs()
+        obs = {k: v.copy() for k, v in base.items()}
         job, role = self._focal()
-        task = np.zeros(TASK_F, np.float32)
-        slots = self.slots()
         if job is not None:
+            nodes, n = obs["nodes"], self.cluster.n_nodes
             for t in job.tasks.values():
                 if t.node >= 0:
                     nodes[t.node, 6] += 1.0
             nodes[:n, 6] /= max(len(job.tasks), 1)
             nodes[list(job.spec.shard_nodes), 7] = 1.0
             d = job.model.ps if role == "ps" else job.model.worker
-            slot = next((i for i, j in enumerate(slots) if j is job), 0)
-            task[:] = (
+            slot = next((i for i, j in enumerate(self.slots()) if j is job), 0)
+            obs["task"][:] = (
                 role == "ps",
                 role == "worker",
                 d.cpu / self._max_cpus,
@@ -404,6 +400,24 @@ class ClusterEnv(gym.Env):
                 d.gpu,
                 slot / self.max_jobs,
             )
+        return obs
+
+    def _state_obs(self) -> dict[str, np.ndarray]:
+        """What the simulator's state shows (no focal task), rebuilt only when the simulator
+        changed: its `version` is bumped by every change a view could show, and `now` covers a
+        clock that moved with nothing running. Within that, a job row is recomputed only when its
+        job's state changed, so a placement step rebuilds one row. Callers copy what they change."""
+        c, sim = self.cluster, self.sim
+        stamp = (id(sim), sim.version, sim.now)
+        if self._state_stamp == stamp:
+            return self._state_cache
+        n = c.n_nodes
+        nodes = self._static_nodes.copy()
+        nodes[:n, 1] = (c.cpus - sim.used_cpu) / c.cpus
+        nodes[:n, 2] = (c.memory - sim.used_mem) / c.memory
+        free_g = sim.free_gpus
+        nodes[:n, 3] = free_g / np.maximum(c.gpus, 1)
+        slots = self.slots()
         now, scale = sim.now, self.time_scale_s
         block, keys = self._job_block, self._job_keys
         for i, j in enumerate(slots):  # rows are recomputed only when their job's state changed
@@ -429,14 +443,12 @@ class ClusterEnv(gym.Env):
             if keys[i] is not None:
                 block[i] = 0.0
                 keys[i] = None
-        jobs = block.copy()
-        job_mask = self._slot_masks[len(slots)]
-        n_running = sum(1 for j in sim.active_jobs() if j.status == "running")
-        n_pending = len(sim.active_jobs()) - n_running
+        active = sim.active_jobs()
+        n_running = sum(1 for j in active if j.status == "running")
         glob = np.array(
             (
                 1.0 - math.exp(-now / (100 * scale)),
-                n_pending / self.max_jobs,
+                (len(active) - n_running) / self.max_jobs,
                 n_running / self.max_jobs,
                 free_g.sum() / max(c.n_gpus, 1),
                 (c.cpus - sim.used_cpu).sum() / self._total_cpus,
@@ -444,14 +456,16 @@ class ClusterEnv(gym.Env):
             np.float32,
         )
         np.minimum(glob, 1.0, out=glob)  # all features are >= 0; nodes' are fractions already
-        return {
+        self._state_cache = {
             "nodes": nodes,
-            "node_mask": self._node_mask.copy(),
-            "jobs": jobs,
-            "job_mask": job_mask.copy(),
-            "task": task,
+            "node_mask": self._node_mask,
+            "jobs": block.copy(),
+            "job_mask": self._slot_masks[len(slots)],
+            "task": np.zeros(TASK_F, np.float32),
             "global": glob,
         }
+        self._state_stamp = stamp
+        return self._state_cache
 
     def _info(self) -> dict:
         sim = self.sim

@@ -1,0 +1,158 @@
+"""Native batched envs: `gym.make_vec(id, num_envs=N, vectorization_mode="vector_entry_point")`.
+
+One call steps N episodes of one env class in this process and writes their observations into
+preallocated batched arrays, as Gymnasium's own CartPoleVectorEnv does; there is no per-env
+wrapper stack, no subprocess and no per-step copy of a whole batch. The observation, action and
+mask layouts are those of SyncVectorEnv over the single env (a Dict of arrays with a leading N axis,
+MultiDiscrete actions, `action_masks()` of shape (N, n_actions)).
+
+Autoreset follows Gymnasium's `AutoresetMode` (`autoreset_mode=`, default NEXT_STEP as in
+CartPoleVectorEnv): NEXT_STEP resets an ended episode on the next `step()`, whose action for it
+is ignored (reward 0, not terminated); SAME_STEP resets it in the step that ended it and returns
+the last observation and info as `info["final_obs"]` / `info["final_info"]`; DISABLED never
+resets, `reset(options={"reset_mask": m})` resets the envs where m is True.
+
+Sub-env i is the single env with the same options, reset first with seed + i, then drawing its
+episode seeds from its own generator, so the batch equals N single envs step by step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space, create_empty_array
+
+from ..config import ConfigError
+from .allocation import AllocationEnv, JointEnv
+from .core import ClusterEnv
+from .placement import PlacementEnv
+from .share import ShareEnv
+
+
+class ClusterVectorEnv(VectorEnv):
+    env_cls: type[ClusterEnv] = ClusterEnv  # set by each registered subclass
+
+    def __init__(self, num_envs: int = 1, autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+                 **kwargs: Any):
+        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+            raise ConfigError(f"num_envs: expected an integer >= 1, got {num_envs!r}")
+        try:
+            mode = AutoresetMode(autoreset_mode)
+        except ValueError:
+            raise ConfigError(f"autoreset_mode: unknown {autoreset_mode!r}; choose from "
+                              f"{[m.value for m in AutoresetMode]}") from None
+        self.envs = [self.env_cls(**kwargs) for _ in range(num_envs)]
+        first = self.envs[0]
+        self.num_envs = num_envs
+        self.metadata = {**first.metadata, "autoreset_mode": mode}
+        self.render_mode = first.render_mode
+        self.single_observation_space = first.observation_space
+        self.single_action_space = first.action_space
+        self.observation_space = batch_space(first.observation_space, num_envs)
+        self.action_space = batch_space(first.action_space, num_envs)
+        self._obs = create_empty_array(first.observation_space, num_envs)
+        self._keys = tuple(self._obs)
+        self._ended = np.zeros(num_envs, dtype=bool)  # NEXT_STEP: reset on the next step
+
+    # ------------------------------------------------------------------ Gymnasium API
+    def reset(self, *, seed: int | list[int | None] | None = None, options: dict | None = None):
+        seeds = self._seeds(seed)
+        options = dict(options or {})
+        which = np.asarray(options.pop("reset_mask", np.ones(self.num_envs, bool)), dtype=bool)
+        if which.shape != (self.num_envs,):
+            raise ValueError(f"reset_mask: expected shape ({self.num_envs},), got {which.shape}")
+        infos: dict = {}
+        for i in np.flatnonzero(which):
+            obs, info = self.envs[i].reset(seed=seeds[i], options=options or None)
+            self._write(i, obs)
+            infos = self._add_info(infos, info, i)
+        self._ended[which] = False
+        return self._copy_obs(), infos
+
+    def step(self, actions):
+        rewards, terms, truncs, per_env = self.step_raw(actions)
+        infos: dict = {}
+        for i, info in enumerate(per_env):
+            infos = self._add_info(infos, info, i)
+        return self._copy_obs(), rewards, terms, truncs, infos
+
+    def action_masks(self) -> np.ndarray:
+        """(num_envs, n_actions): each sub-env's valid actions now."""
+        return np.stack([e.action_masks() for e in self.envs])
+
+    def render(self):
+        return tuple(e.render() for e in self.envs)
+
+    def close_extras(self, **kwargs) -> None:
+        for e in getattr(self, "envs", ()):  # none if __init__ failed
+            e.close()
+
+    # ------------------------------------------------------------------ batched stepping
+    def step_raw(self, actions) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+        """Step every sub-env (the observation lands in the batch buffer, read it with
+        `batch_obs()`); rewards, terminated, truncated and the list of per-env info dicts,
+        without merging them (what the SB3 adapter needs)."""
+        actions = np.asarray(actions)
+        if actions.shape != (self.num_envs,):
+            raise ValueError(f"actions: expected shape ({self.num_envs},), got {actions.shape}")
+        mode = self.metadata["autoreset_mode"]
+        rewards = np.zeros(self.num_envs, np.float64)
+        terms = np.zeros(self.num_envs, bool)
+        truncs = np.zeros(self.num_envs, bool)
+        infos: list[dict] = []
+        for i, env in enumerate(self.envs):
+            if self._ended[i]:  # NEXT_STEP: this step only resets; its action is ignored
+                obs, info = env.reset()
+                self._ended[i] = False
+            else:
+                obs, rewards[i], terms[i], truncs[i], info = env.step(actions[i])
+                if terms[i] or truncs[i]:
+                    if mode == AutoresetMode.NEXT_STEP:
+                        self._ended[i] = True
+                    elif mode == AutoresetMode.SAME_STEP:
+                        final_obs, final_info = obs, info
+                        obs, info = env.reset()
+                        info = {**info, "final_obs": final_obs, "final_info": final_info}
+            self._write(i, obs)
+            infos.append(info)
+        return rewards, terms, truncs, infos
+
+    def batch_obs(self) -> dict[str, np.ndarray]:
+        """The batch buffer itself (overwritten by the next step or reset)."""
+        return self._obs
+
+    def _write(self, i: int, obs: dict[str, np.ndarray]) -> None:
+        buf = self._obs
+        for k in self._keys:
+            buf[k][i] = obs[k]
+
+    def _copy_obs(self) -> dict[str, np.ndarray]:
+        return {k: v.copy() for k, v in self._obs.items()}
+
+    def _seeds(self, seed) -> list[int | None]:
+        if seed is None:
+            return [None] * self.num_envs
+        if isinstance(seed, (int, np.integer)):
+            return [int(seed) + i for i in range(self.num_envs)]
+        seeds = list(seed)
+        if len(seeds) != self.num_envs:
+            raise ValueError(f"seed: expected {self.num_envs} seeds, got {len(seeds)}")
+        return seeds
+
+
+class PlacementVectorEnv(ClusterVectorEnv):
+    env_cls = PlacementEnv
+
+
+class AllocationVectorEnv(ClusterVectorEnv):
+    env_cls = AllocationEnv
+
+
+class JointVectorEnv(ClusterVectorEnv):
+    env_cls = JointEnv
+
+
+class ShareVectorEnv(ClusterVectorEnv):
+    env_cls = ShareEnv
