@@ -70,9 +70,12 @@ entered Q0 is not 0 is ranked again when the distribution changes (a job finishe
 none share one index per queue and keep their order. This assumes the scheduler sees every
 decision point (a job's service changes only while it runs, and a job that runs was started by
 a decision or was running at one). Decisions are those of the full scan (tests/test_overload.py).
-With skew placement, a sensitive job that fits by GPU count but that the placer does not place
-consolidated is still tried, with its walk over the jobs it may preempt, at every decision point
-(test_overload's SKEW: not bounded by what changes; `skew_bytes=None` is).
+With skew placement, a sensitive job that has the GPUs but that the placer does not consolidate
+used to be tried, with its walk over the jobs it may preempt, at every decision point, and every
+such job in turn; now waiting jobs are bucketed by their workers too, and Admission remembers
+which workers failed on which state of a walk (their placement does not depend on the rest of
+the job), so one walk per kind of workers is made per change of the cluster, none while nothing
+changes.
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -96,7 +99,7 @@ class _Queued:
     run_s0: float  # run time when it last entered Q0
     waited_s: float = 0.0  # time waiting since it last entered Q0
     seen_s: float = 0.0  # time of the last decision point that saw it
-    gpus: int = 0  # GPUs the job asks for (the key of its waiting bucket)
+    kind: tuple = ()  # (GPUs, Admission.workers) it asks for: the key of its waiting bucket
     waiting: bool = False  # in its bucket
     a: float = 0.0  # service since it last entered Q0, when it was put in its bucket
     ngi: float = 0.0  # minus its Gittins index then (0 under 2D-LAS); its bucket key if a != 0
@@ -113,6 +116,13 @@ class _Bucket:
         self.fresh: list[tuple[int, str]] = []  # (seq, job id)
         self.ran: list[tuple[float, int, str]] = []  # (-index, seq, job id)
 
+    def skip(self, pos: list[int], ngi0: float, key: tuple) -> None:
+        """Move `pos` past the jobs before `key` ((-index, seq, job id))."""
+        f = len(self.fresh) if ngi0 < key[0] else bisect.bisect_right(self.fresh, key[1:]) \
+            if ngi0 == key[0] else 0
+        pos[0] = max(pos[0], f)
+        pos[1] = max(pos[1], bisect.bisect_right(self.ran, key))
+
     def head(self, pos: list[int], ngi0: float):
         """The first job past `pos` as ((-index, seq, job id), which list), or (None, -1)."""
         f = (ngi0, *self.fresh[pos[0]]) if pos[0] < len(self.fresh) else None
@@ -128,6 +138,11 @@ def _arrival(job: JobView) -> tuple[float, str]:
 
 def _gpus(job: JobView) -> int:
     return job.num_ps * job.ps_demand.gpu + job.num_workers * job.worker_demand.gpu
+
+
+def _workers(job: JobView, servers: int | None) -> tuple:
+    """What decides where a job's workers go and whether that placement is taken (Admission)."""
+    return job.worker_demand, job.num_workers, servers
 
 
 def gittins_index(sizes: np.ndarray, a: float, delta: float) -> float:
@@ -182,6 +197,8 @@ class Tiresias(Scheduler):
         self._keyed = None  # the distribution the buckets' keys were computed on (None: LAS)
         self._gcache: dict[tuple[int, float], float] = {}
         self._garr = np.zeros(0)
+        # (Admission.state, the failures found in it) at the last decision point
+        self._failed: tuple = (None, None)
 
     def queue_of(self, job_id: str) -> int:
         return self.state[job_id].queue
@@ -190,19 +207,13 @@ class Tiresias(Scheduler):
         """§4.3: this job must be consolidated (its model's skew, by the docstring's size proxy)."""
         return self.skew_bytes is not None and job.param_bytes >= self.skew_bytes
 
-    def consolidated(self, view: ClusterView, job: JobView, got) -> bool:
-        """A placement acceptable for the job: any, unless it is sensitive and its GPU workers
-        are on more servers than they need."""
-        need = self._need(view, job)
-        return need is None or len(set(got[1])) <= need[2]
-
-    def _need(self, view: ClusterView, job: JobView):
-        """(GPUs per worker, workers, servers) of a job held to consolidation, else None."""
+    def servers(self, view: ClusterView, job: JobView) -> int | None:
+        """The most servers the job's GPU workers may be placed on: the fewest that hold them
+        (ceil(workers / GPUs per server)) if it is sensitive, else None (any placement)."""
         if not self.sensitive(job) or not job.worker_demand.gpu:
             return None
         per = int(view.cluster.gpus.max())
-        return (int(job.worker_demand.gpu), job.num_workers,
-                math.ceil(job.num_workers / max(per, 1)))
+        return math.ceil(job.num_workers / max(per, 1))
 
     def index(self, job: JobView) -> float:
         """The job's 2D-Gittins index in its queue (see the module docstring)."""
@@ -240,11 +251,13 @@ class Tiresias(Scheduler):
 
         admission = Admission(
             view, sorted(view.running, key=key), key, self.placer,
-            lambda j, got: self.consolidated(view, j, got),
+            lambda j: self.servers(view, j),
         )
-        for job in self._candidates(view, admission):
-            if admission.start(job):
-                self._watch[job.job_id] = None
+        state = admission.state()
+        if state == self._failed[0]:  # nothing a walk sees changed since the last decision
+            admission.failed = admission.first = self._failed[1]
+        self._admit(view, admission)
+        self._failed = (state, admission.first)
         d = admission.decision()
         self._remember(view, d)
         return d
@@ -253,34 +266,50 @@ class Tiresias(Scheduler):
         """Each watched job's service now and the GPUs it runs on after this decision (a job that
         finishes was watched: running at the last decision point or started by it)."""
         stopped = set(d.preempt)
+        running = {j.job_id: j for j in view.running}  # views the round read already
         self._last = {}
         for jid in self._watch:
-            j = view.job(jid)
+            j = running.get(jid) or view.job(jid)
             gpus = 0 if jid in stopped else j.num_workers * j.worker_demand.gpu
             self._last[jid] = (_arrival(j), j.attained_gpu_s, view.time, gpus)
 
-    def _candidates(self, view: ClusterView, admission: Admission) -> Iterator[JobView]:
-        """Waiting jobs in priority order, leaving out, as the round goes, buckets asking for more
-        GPUs than are free plus those held by the running jobs its first job may preempt (of
-        lower priority: lower queues, and under 2D-Gittins its own queue's running jobs of lower
-        index; the bucket's later jobs may preempt no more)."""
+    def _admit(self, view: ClusterView, admission: Admission) -> None:
+        """Try waiting jobs in priority order, leaving out, as the round goes, buckets whose
+        first job cannot start: it asks for more GPUs than are free plus those held by the
+        running jobs it may preempt (of lower priority: lower queues, and under 2D-Gittins its
+        own queue's running jobs of lower index), or its workers failed on every state its walk
+        would see (Admission.refused, until a job starts: a bucket left out so is then moved past
+        the jobs that came before the one that started, which failed). The bucket's later jobs
+        may preempt no more."""
         for q in sorted(self._waiting):
             buckets = self._waiting[q]
             ngi0 = self._ngi(q, 0.0)
-            pos = {g: [0, 0] for g in buckets}
+            pos = {kind: [0, 0] for kind in buckets}
+            refused: list[tuple] = []
             while True:
                 free = admission.free_gpus()
                 best = best_key = None
-                for gpus, b in buckets.items():
-                    k, which = b.head(pos[gpus], ngi0)
-                    if which < 0 or gpus > free + admission.lower_gpus((q, k[0], True, k[1])):
+                for kind, b in buckets.items():
+                    k, which = b.head(pos[kind], ngi0)
+                    if which < 0:
+                        continue
+                    key = (q, k[0], True, k[1])
+                    if kind[0] > free + admission.lower_gpus(key):
+                        continue
+                    if admission.refused(kind[1], key):
+                        refused.append(kind)
                         continue
                     if best_key is None or k < best_key:
-                        best, best_key, best_which = gpus, k, which
+                        best, best_key, best_which = kind, k, which
                 if best is None:
                     break
                 pos[best][best_which] += 1
-                yield view.job(best_key[2])
+                job = view.job(best_key[2])
+                if admission.start(job):
+                    self._watch[job.job_id] = None
+                    for kind in refused:
+                        buckets[kind].skip(pos[kind], ngi0, best_key)
+                refused = []
 
     def _enter(self, st: _Queued, queue: int) -> None:
         st.queue = queue
@@ -291,7 +320,7 @@ class Tiresias(Scheduler):
         """Put a waiting job in its bucket (`job`: its view now), or take it out."""
         st = self.state[job_id]
         st.waiting = waiting
-        b = self._waiting.setdefault(st.queue, {}).setdefault(st.gpus, _Bucket())
+        b = self._waiting.setdefault(st.queue, {}).setdefault(st.kind, _Bucket())
         if waiting:
             st.a = job.attained_gpu_s - st.gpu_s0
             if st.a == 0:
@@ -305,7 +334,7 @@ class Tiresias(Scheduler):
         else:
             del b.ran[bisect.bisect_left(b.ran, (st.ngi, st.seq, job_id))]
         if not b.fresh and not b.ran:
-            del self._waiting[st.queue][st.gpus]
+            del self._waiting[st.queue][st.kind]
             if not self._waiting[st.queue]:
                 del self._waiting[st.queue]
 
@@ -395,7 +424,8 @@ class Tiresias(Scheduler):
         for job in stopped:
             self._wait(job.job_id, True, job)
         for job in self._arrivals(view):  # a new job enters Q0
-            st = _Queued(0, 0, job.attained_gpu_s, job.run_s, 0.0, now, _gpus(job))
+            kind = (_gpus(job), _workers(job, self.servers(view, job)))
+            st = _Queued(0, 0, job.attained_gpu_s, job.run_s, 0.0, now, kind)
             self.state[job.job_id] = st
             self._enter(st, 0)
             if job.status == "running":
@@ -418,43 +448,63 @@ class Tiresias(Scheduler):
         return new[::-1]
 
 
+class _Failed:
+    """What an Admission round learnt since its last start (see Admission)."""
+
+    __slots__ = ("walks", "workers")
+
+    def __init__(self) -> None:
+        # (worker demand, workers, most servers) -> the deepest walk that failed on them alone
+        self.walks: dict[tuple, int] = {}
+        # (lower jobs released, worker demand) -> [the longest run of workers placed, the
+        # fewest workers found not to fit]: any fewer workers go where that run's first ones do
+        self.workers: dict[tuple, list] = {}
+
+
 class Admission:
     """One round of Tiresias' `dlas_sim_jobs` loop, node-aware: running jobs keep their nodes;
     a waiting job (`start`, in priority order) starts where the placer fits all its tasks,
     preempting running jobs of lower priority (lowest first, no more than it needs) when that
     makes room; a job that does not fit even so waits, and later jobs still get their turn.
-    `running` is in priority order, `key` orders any job by priority; `accept(job, placement)`,
-    when given, may refuse a placement the placer found (Tiresias: a sensitive job not
-    consolidated), which then counts as not fitting."""
+    `running` is in priority order, `key` orders any job by priority; `servers(job)`, when given,
+    is the most servers the job's workers may be placed on (Tiresias: a sensitive job must be
+    consolidated; None: any), and a placement on more counts as not fitting.
+
+    Failures are remembered (issue 13): the workers of a job are placed first, so where they go
+    depends only on their demand, their number and the free resources, and a later job's walk
+    (it has lower priority) preempts a prefix of the same lower jobs in the same order. A job
+    whose every state of its walk failed on its workers alone (placed nowhere, or on too many
+    servers) therefore fails in the same way for any later job with the same workers and a walk
+    no deeper, until a job starts: such a job is refused without placing anything. `failed`
+    holds these (workers -> walk depth), `first` those found before the first start, which stay
+    true at a later decision point with the same `state()`."""
 
     def __init__(
         self, view: ClusterView, running: list[JobView], key: Callable, placer,
-        accept: Callable | None = None,
+        servers: Callable | None = None,
     ):
         self.cluster, self.cap, self.placer = view.cluster, Capacity.of(view), placer
-        self.running, self.key, self.accept = running, key, accept
+        self.running, self.key, self.servers = running, key, servers
         self.victims: list[JobView] = []
         self.d = Decision()
-        self._suffix = None  # (keys of the running jobs, GPUs held by those from k on)
+        # (keys of the running jobs, GPUs held by and count of those not preempted, from k on)
+        self._suffix = None
+        self.failed = _Failed()
+        self.first = self.failed
+
+    def state(self) -> tuple:
+        """What a walk depends on: free resources and the running jobs, in order, on their
+        nodes."""
+        c = self.cap
+        return (c.cpu.tobytes(), c.mem.tobytes(), c.bw.tobytes(), c.gpu.tobytes(),
+                tuple((r.job_id, tuple(t.node for t in r.tasks)) for r in self.running))
 
     def free_gpus(self) -> int:
         return int(self.cap.gpu.sum())
 
-    def preemptible_gpus(self, lower: Callable[[JobView], bool]) -> int:
-        """GPUs held by the running jobs not preempted yet for which `lower` holds: with the free
-        ones, an upper bound on the GPUs a job of higher priority can get this round."""
-        gone = {v.job_id for v in self.victims}
-        return sum(
-            t.demand.gpu
-            for r in self.running
-            if r.job_id not in gone and lower(r)
-            for t in r.tasks
-            if t.node >= 0
-        )
-
-    def lower_gpus(self, key) -> int:
-        """GPUs held by the running jobs not preempted yet whose priority is below `key`: with
-        the free ones, an upper bound on the GPUs a job of that key can get this round."""
+    def _lower(self, key) -> tuple[int, int]:
+        """(GPUs held, count) of the running jobs not preempted yet whose priority is below
+        `key`."""
         if self._suffix is None:
             gone = {v.job_id for v in self.victims}
             keys = [self.key(r) for r in self.running]
@@ -462,27 +512,89 @@ class Admission:
                 0 if r.job_id in gone else sum(t.demand.gpu for t in r.tasks if t.node >= 0)
                 for r in self.running
             ]
-            suffix = [0] * (len(held) + 1)
+            gpus, count = [0] * (len(held) + 1), [0] * (len(held) + 1)
             for i in range(len(held) - 1, -1, -1):
-                suffix[i] = suffix[i + 1] + held[i]
-            self._suffix = (keys, suffix)
-        keys, suffix = self._suffix
-        return suffix[bisect.bisect_right(keys, key)]
+                gpus[i] = gpus[i + 1] + held[i]
+                count[i] = count[i + 1] + (self.running[i].job_id not in gone)
+            self._suffix = (keys, gpus, count)
+        keys, gpus, count = self._suffix
+        i = bisect.bisect_right(keys, key)
+        return gpus[i], count[i]
+
+    def lower_gpus(self, key) -> int:
+        """GPUs held by the running jobs not preempted yet whose priority is below `key`: with
+        the free ones, an upper bound on the GPUs a job of that key can get this round."""
+        return self._lower(key)[0]
+
+    def refused(self, workers: tuple, key) -> bool:
+        """Whether jobs with these workers (`_workers`) failed on them alone at every state a job
+        of priority `key` would see in its walk."""
+        return self.failed.walks.get(workers, -1) >= self._lower(key)[1]
 
     def _release(self, job: JobView, sign: int) -> None:
         for t in job.tasks:
             if t.node >= 0:
                 self.cap.take(t.node, t.demand, -sign)
 
-    def _fit(self, job: JobView):
+    def _accepts(self, job: JobView, workers: list[int]) -> bool:
+        most = self.servers(job) if self.servers is not None else None
+        return most is None or len(set(workers)) <= most
+
+    def _room(self, job: JobView) -> bool:
+        """Whether the free resources could hold the job's workers on as few nodes as it takes
+        (all of them if any number will do): true of every placement it would take, whatever
+        the placer, so when false no placement is tried. Per-node counts are rounded up a little
+        (1e-6 of a core or GB, 1 byte/s), never refusing what fits."""
+        d, c, w = job.worker_demand, self.cap, job.num_workers
+        most = self.servers(job) if self.servers is not None else None
+        fit = np.full(len(c.gpu), w, dtype=float)
+        for free, need, tol in ((c.cpu, d.cpu, 1e-6), (c.mem, d.mem_gb, 1e-6),
+                                (c.bw, d.bw_MBps * 1e6, 1.0), (c.gpu, d.gpu, 0)):
+            if need > 0:
+                fit = np.minimum(fit, np.floor((free + tol) / need))
+        fit = np.maximum(fit, 0)
+        if most is not None and most < len(fit):
+            fit = np.partition(fit, len(fit) - most)[len(fit) - most:]
+        return fit.sum() >= w
+
+    def _fit(self, job: JobView, m: int | None = None, blame: list[bool] | None = None):
+        """The job's placement now (charged to `cap`), or None. In a walk, `m` lower jobs
+        released: what is known of its workers in this state is used and added to, and
+        `blame[0]` set False when a failure is not its workers' alone."""
+        seen = None if m is None else self.failed.workers.setdefault(
+            (m, job.worker_demand), [[], math.inf])
+        w = job.num_workers
+        if seen is not None:
+            known = None
+            if len(seen[0]) >= w:
+                known = self._accepts(job, seen[0][:w])
+            elif w >= seen[1] or not self._accepts(job, seen[0]):
+                known = False  # its first workers already do not fit, or not on few enough nodes
+            if known is None and not self._room(job):
+                known = False  # no placer could put its workers on few enough nodes
+            if known is False:
+                return None
         got = place_job(
-            self.cluster, self.cap, self.placer, job.ps_demand, job.worker_demand, job.num_ps,
-            job.num_workers,
+            self.cluster, self.cap, self.placer, job.ps_demand, job.worker_demand, job.num_ps, w,
         )
-        if got is not None and self.accept is not None and not self.accept(job, got):
+        if got is not None:
+            if seen is not None and len(got[1]) > len(seen[0]):
+                seen[0] = got[1]
+            if self._accepts(job, got[1]):
+                return got
             self._unfit(job, got)  # a placement the job does not take (Tiresias: not consolidated)
-            return None
-        return got
+        elif seen is not None and known is None and blame[0]:  # its workers alone: acceptable?
+            alone = place_job(self.cluster, self.cap, self.placer, job.ps_demand,
+                              job.worker_demand, 0, w)
+            if alone is None:
+                seen[1] = min(seen[1], w)
+            else:
+                self._unfit(job, alone)
+                seen[0] = alone[1] if w > len(seen[0]) else seen[0]
+                blame[0] = blame[0] and not self._accepts(job, alone[1])
+        elif seen is not None:  # its workers fit acceptably: the PS do not
+            blame[0] = False
+        return None
 
     def _unfit(self, job: JobView, got) -> None:
         for n in got[0]:
@@ -492,9 +604,13 @@ class Admission:
 
     def start(self, job: JobView) -> bool:
         """Start the job if it fits, preempting if need be; whether it starts."""
-        got = self._fit(job)
+        k = self.key(job)
+        workers = _workers(job, self.servers(job) if self.servers is not None else None)
+        if self.refused(workers, k):
+            return False
+        blame = [True]
+        got = self._fit(job, 0, blame)
         if got is None:
-            k = self.key(job)
             lower = [
                 r for r in reversed(self.running) if self.key(r) > k and r not in self.victims
             ]
@@ -502,12 +618,15 @@ class Admission:
             for r in lower:
                 self._release(r, 1)
                 freed.append(r)
-                got = self._fit(job)
+                got = self._fit(job, len(freed), blame)
                 if got is not None:
                     break
             if got is None:
                 for r in freed:
                     self._release(r, -1)
+                if blame[0]:
+                    self.failed.walks[workers] = max(self.failed.walks.get(workers, -1),
+                                                     len(lower))
                 return False
             self._unfit(job, got)
             for r in reversed(freed):  # keep running every victim the job does not need
@@ -522,6 +641,7 @@ class Admission:
             self._suffix = None
             got = self._fit(job)
         add_placement(self.d, job.job_id, *got)
+        self.failed = _Failed()  # resources changed: what failed may fit now
         return True
 
     def decision(self) -> Decision:
@@ -530,15 +650,15 @@ class Admission:
 
 
 def priority_admit(
-    view: ClusterView, order: Iterable[JobView], placer, accept: Callable | None = None
+    view: ClusterView, order: Iterable[JobView], placer, servers: Callable | None = None
 ) -> Decision:
     """Run jobs in the priority order `order` (every active job) as one Admission round;
-    `accept` as in Admission."""
+    `servers` as in Admission."""
     order = list(order)
     rank = {j.job_id: k for k, j in enumerate(order)}
     rounds = Admission(
         view, [j for j in order if j.status == "running"], lambda j: rank[j.job_id], placer,
-        accept,
+        servers,
     )
     for job in order:
         if job.status != "running":

@@ -23,7 +23,10 @@ class ConfigError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Every config file's model: unknown keys are errors, and so are inf and nan (a `.inf` window
+    or a `.nan` weight would otherwise reach numpy; a field that means "no bound" says so)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 # ----------------------------------------------------------------------------- cluster

@@ -193,6 +193,9 @@ def _run_ray(scenario, tasks: list[tuple[str, int]], workers: int, address: str 
     except ImportError:
         raise EvaluateError("--backend ray needs Ray: pip install 'dlclusterenv[ray]'") from None
     started = not ray.is_initialized()
+    main = threading.current_thread() is threading.main_thread()
+    own = signal.getsignal(signal.SIGTERM)
+    raised: list[BaseException] = []  # what our SIGTERM handler raised inside a Ray call
     if started:
         ray.init(
             address=address,
@@ -201,6 +204,10 @@ def _run_ray(scenario, tasks: list[tuple[str, int]], workers: int, address: str 
             logging_level=logging.WARNING,
             configure_logging=True,
         )
+        # ray.init puts its own SIGTERM handler (sys.exit(15)) in place of ours, under which
+        # `dlcluster` unwinds with 143 through the shutdown below
+        if main:
+            signal.signal(signal.SIGTERM, _noting(own, raised) if callable(own) else own)
     pending: list = []
     try:
         remote = ray.remote(num_cpus=1)(run_one)
@@ -208,11 +215,30 @@ def _run_ray(scenario, tasks: list[tuple[str, int]], workers: int, address: str 
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             yield ray.get(ready[0])
+    except SystemExit:  # Ray turns what a signal handler raised during its calls into exit 1
+        if raised:
+            raise raised[0] from None
+        raise
     finally:  # a failed run stops the sweep
         for ref in pending:
             ray.cancel(ref)
         if started:
             ray.shutdown()
+            if main:
+                signal.signal(signal.SIGTERM, own)
+
+
+def _noting(handler: Callable, raised: list[BaseException]) -> Callable:
+    """`handler`, keeping what it raises in `raised`."""
+
+    def noted(signum, frame):
+        try:
+            handler(signum, frame)
+        except BaseException as e:
+            raised.append(e)
+            raise
+
+    return noted
 
 
 def sweep(

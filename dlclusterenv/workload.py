@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import ConfigDict, Field, StrictFloat, StrictInt, model_validator
+from pydantic import Field, StrictFloat, StrictInt, model_validator
 
 from .cluster import Cluster, build_cluster
 from .config import (
@@ -53,13 +53,11 @@ from .speed import SpeedError, alone_speed, gpu_compute_s
 from .traces import TraceError, TraceSet, TraceWarning, _parse_time, data_path, load_trace
 
 
-# Workload models refuse inf and nan (window_s: .inf, a .nan model weight) and take integers
-# strictly (num_jobs: true is not 1), like the env options.
-_FINITE = ConfigDict(allow_inf_nan=False)
+# Workload models take integers strictly (num_jobs: true is not 1), like the env options; inf and
+# nan are refused by every config model (_Strict).
 
 
 class FixedJob(_Strict):
-    model_config = _FINITE
     model: str
     arrival_s: float = Field(ge=0)
     num_ps: StrictInt | None = Field(default=None, ge=1)
@@ -74,7 +72,6 @@ class FixedJob(_Strict):
 class TraceWindow(_Strict):
     """Which trace, in which format, and which part of it (see dlclusterenv.traces)."""
 
-    model_config = _FINITE
     path: str = Field(description="absolute, or relative to the repository root")
     format: Literal["philly_csv", "philly_json", "alibaba_csv"] = "philly_csv"
     vc: str | None = Field(default=None, description="Philly: virtual cluster; Alibaba: QoS class")
@@ -112,7 +109,6 @@ Scale = Annotated[StrictFloat, Field(gt=0)]
 
 
 class Workload(_Strict):
-    model_config = _FINITE
     kind: Literal["fixed", "uniform", "poisson", "trace"]
     jobs: list[FixedJob] = []  # fixed
     num_jobs: StrictInt = Field(default=0, ge=0)  # uniform / poisson
@@ -181,7 +177,8 @@ class Workload(_Strict):
 
 class Engine(_Strict):
     tick_s: float | None = Field(default=None, gt=0, description="scheduling interval")
-    horizon_s: float = Field(default=math.inf, gt=0)
+    horizon_s: float = Field(default=math.inf, gt=0, allow_inf_nan=True,
+                             description="inf (.inf): run until every job finishes")
 
 
 class Scenario(_Strict):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -14,7 +15,9 @@ import yaml
 from conftest import ENV_IDS, ZERO_JOBS, end_action, make_env
 from test_properties import state_of
 
+import baselines
 from dlclusterenv import ConfigError, make_sim
+from dlclusterenv.config import CONFIG_DIR, load_cluster, load_zoo
 
 
 # --------------------------------------------------------------------------- finished episodes
@@ -192,3 +195,105 @@ def test_a_task_that_fits_no_single_node_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"workload.jobs.0.model: 'ResNet-50': job j0: a worker needs 2 CPU "
                                           r"/ 8 GB / a GPU on one node, more than any node of cluster 'split'"):
         make_sim(path)
+
+
+# --------------------------------------------------------------------------- inf and nan
+def _edited(tmp_path, source, edit) -> str:
+    """A copy of a config file with one value changed by `edit` (on the parsed YAML)."""
+    data = yaml.safe_load(Path(source).read_text())
+    edit(data)
+    path = tmp_path / Path(source).name
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def _set(*keys, value):
+    def edit(data):
+        for k in keys[:-1]:
+            data = data[k]
+        data[keys[-1]] = value
+    return edit
+
+
+@pytest.mark.parametrize(
+    "keys, value, needle",
+    [
+        (("node_types", "gpu2", "cpus"), math.inf, "node_types.gpu2.cpus"),
+        (("node_types", "gpu2", "nic_MBps"), math.nan, "node_types.gpu2.nic_MBps"),
+        (("racks", 0, "uplink_MBps"), math.inf, "racks.0.uplink_MBps"),
+    ],
+)
+def test_inf_or_nan_in_a_cluster_file_is_refused_naming_the_key(tmp_path, keys, value, needle):
+    path = _edited(tmp_path, CONFIG_DIR / "clusters" / "tiny.yaml", _set(*keys, value=value))
+    with pytest.raises(ConfigError, match=rf"^{re.escape(path)}: {re.escape(needle)}: Input should "
+                                          rf"be a finite number \(value: {value}\)"):
+        load_cluster(path)
+
+
+@pytest.mark.parametrize(
+    "keys, value",
+    [
+        (("param_bytes",), math.nan),
+        (("step_compute_s",), math.inf),
+        (("worker", "cpu"), math.nan),
+        (("loss", "b0"), math.inf),
+        (("loss", "noise"), math.nan),
+        (("convergence", "rel_delta"), math.nan),
+    ],
+)
+def test_inf_or_nan_in_a_model_file_is_refused_naming_the_key(tmp_path, keys, value):
+    path = _edited(tmp_path, CONFIG_DIR / "models.yaml",
+                   _set("models", "ResNet-50", *keys, value=value))
+    key = ".".join(("models", "ResNet-50") + keys)
+    with pytest.raises(ConfigError, match=rf"^{re.escape(path)}: {re.escape(key)}: Input should be a"
+                                          rf" finite number \(value: {value}\)"):
+        load_zoo(path)
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("engine: {tick_s: .inf}\n" + UNIFORM + "  num_jobs: 2\n  models: {ResNet-50: 1}",
+         "engine.tick_s: Input should be a finite number (value: inf)"),
+        ("engine: {horizon_s: .nan}\n" + UNIFORM + "  num_jobs: 2\n  models: {ResNet-50: 1}",
+         "engine.horizon_s: Input should be greater than 0 (value: nan)"),
+        ("name: t\ncluster: tiny\nworkload:\n  kind: poisson\n  num_jobs: 2\n  models: {ResNet-50: 1}\n"
+         "  rate_per_s: .nan", "workload.rate_per_s: Input should be a finite number (value: nan)"),
+        (UNIFORM + "  num_jobs: 2\n  models: {ResNet-50: 1}\n  epoch_scale: [1, .inf]",
+         "workload.epoch_scale.1: Input should be a finite number (value: inf)"),
+        ("name: t\ncluster: tiny\nworkload:\n  kind: fixed\n  jobs: [{model: ResNet-50, arrival_s: .inf}]",
+         "workload.jobs.0.arrival_s: Input should be a finite number (value: inf)"),
+        ("name: t\ncluster: tiny\nworkload:\n  kind: fixed\n"
+         "  jobs: [{model: ResNet-50, arrival_s: 0, weight: .nan}]",
+         "workload.jobs.0.weight: Input should be a finite number (value: nan)"),
+    ],
+)
+def test_inf_or_nan_in_a_scenario_is_refused_naming_the_key(tmp_path, text, needle):
+    path = _scenario(tmp_path, text + "\n")
+    with pytest.raises(ConfigError) as err:
+        make_sim(path)
+    assert str(err.value).startswith(f"{path}: ") and needle in str(err.value), str(err.value)
+
+
+def test_an_infinite_horizon_still_means_no_horizon(tmp_path):
+    """horizon_s is the one float where inf has a meaning (run until every job finishes)."""
+    path = _scenario(tmp_path, "engine: {horizon_s: .inf}\n" + UNIFORM
+                     + "  num_jobs: 2\n  models: {ResNet-50: 1}\n")
+    assert make_sim(path).run(baselines.make("fifo")).jobs_finished == 2
+
+
+@pytest.mark.parametrize(
+    "env_id, option, value",
+    [
+        ("DLClusterPlace-v0", "time_scale_s", math.nan),
+        ("DLClusterAlloc-v0", "invalid_penalty", math.inf),
+        ("DLClusterJoint-v0", "reward", {"traffic": math.inf}),
+        ("DLClusterShare-v0", "scenario", {"name": "t", "cluster": "tiny", "workload": {
+            "kind": "uniform", "num_jobs": 2, "models": {"ResNet-50": 1}, "window_s": math.nan}}),
+    ],
+)
+def test_inf_or_nan_at_gym_make_is_refused_naming_the_option(env_id, option, value):
+    needle = "window_s" if option == "scenario" else option
+    shown = "nan" if option == "scenario" else re.escape(repr(value))
+    with pytest.raises(ConfigError, match=rf"{needle}.*\(value: {shown}\)"):
+        gym.make(env_id, **{"scenario": "tiny", option: value})

@@ -6,6 +6,7 @@ checkpoint resumes from step 0."""
 from __future__ import annotations
 
 import csv
+import importlib.util
 import os
 import signal
 import subprocess
@@ -78,6 +79,57 @@ def test_killed_evaluate_leaves_no_process_no_partial_files_and_refuses_a_second
             os.killpg(proc.pid, signal.SIGKILL)
         proc.stderr.close()
     assert _files(out) == previous  # the earlier evaluation's files, whole and alone
+
+
+def _session(sid: int) -> list[tuple[int, str]]:
+    """Live (not zombie) processes of a session, with their names, from /proc: Ray's workers have
+    process groups of their own, but stay in the session of the command that started Ray."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            head, rest = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)
+            state, _, _, session = rest.split()[:4]
+        except (OSError, ValueError):
+            continue
+        if int(session) == sid and state != "Z":
+            found.append((int(d), head.partition("(")[2]))
+    return found
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed")
+def test_sigterm_to_a_ray_evaluate_leaves_no_process_and_no_partial_files(tmp_path):
+    """The fault test with `--backend ray`: the command starts a local Ray (GCS, raylet, workers
+    in process groups of their own); SIGTERM to its PID must take all of it down within 5 s and
+    leave --out as it was."""
+    out = tmp_path / "out"
+    assert main(["evaluate", "--scenario", "tiny", "--policies", "fifo", "--seeds", "1",
+                 "--workers", "1", "--out", str(out)]) == 0
+    previous = _files(out)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dlclusterenv.cli", "evaluate", "--scenario", "default_500", "--policies",
+         "fifo,tiresias", "--seeds", "1", "--workers", "2", "--backend", "ray", "--out", str(out)],
+        env=env, cwd=tmp_path, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 180
+        while not any(name == "ray::run_one" for _, name in _session(proc.pid)):
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "Ray did not start a run"
+            time.sleep(0.2)
+        os.kill(proc.pid, signal.SIGTERM)
+        code = proc.wait(timeout=30)
+        deadline = time.monotonic() + 5
+        while _session(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _session(proc.pid), f"still running: {_session(proc.pid)}"
+        assert code == 143, proc.stderr.read().decode()[-2000:]  # an exit that unwinds
+    finally:
+        for pid, _ in _session(proc.pid):
+            os.kill(pid, signal.SIGKILL)
+        proc.stderr.close()
+    assert _files(out) == previous
 
 
 def test_claim_removes_a_sigkilled_runs_partial_folder_and_refuses_a_second_holder(tmp_path):
