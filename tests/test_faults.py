@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import json
 import os
 import signal
 import subprocess
@@ -40,7 +41,15 @@ def _group(pgid: int) -> list[int]:
 
 
 def _files(out: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+    """The evaluation's outputs in `out` (CSVs and plots), by name; per_run/ is the resume cache,
+    which a new evaluation without --resume clears by design (see `_saved_runs_whole`)."""
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.is_file()}
+
+
+def _saved_runs_whole(out: Path) -> bool:
+    """Every file left in out/per_run is one whole saved run (JSON that parses), none half written."""
+    runs = out / "per_run"
+    return not runs.exists() or all(json.loads(p.read_text())["policy"] for p in runs.iterdir())
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
@@ -79,6 +88,7 @@ def test_killed_evaluate_leaves_no_process_no_partial_files_and_refuses_a_second
             os.killpg(proc.pid, signal.SIGKILL)
         proc.stderr.close()
     assert _files(out) == previous  # the earlier evaluation's files, whole and alone
+    assert _saved_runs_whole(out)
 
 
 def _session(sid: int) -> list[tuple[int, str]]:
@@ -152,7 +162,7 @@ def test_a_scenario_without_jobs_evaluates_to_complete_files(tmp_path):
     board = evaluate(ZERO_JOBS, ["fifo", "tiresias"], 2, tmp_path / "out", workers=1, progress=False)
     assert [r["unfinished"] for r in board] == [0, 0]
     names = sorted(p.name for p in (tmp_path / "out").iterdir())
-    assert names == ["jct.png", "jobs.csv", "locality.png", "pending.png", "queueing.png", "runs.csv",
+    assert names == ["jct.png", "jobs.csv", "locality.png", "pending.png", "per_run", "queueing.png", "runs.csv",
                      "timing.csv", "traffic.png", "utilisation.png"]
     with open(tmp_path / "out" / "jobs.csv", newline="") as f:
         rows = list(csv.reader(f))
