@@ -276,6 +276,39 @@ def _scores(pred: np.ndarray, meas: np.ndarray, groups: np.ndarray) -> dict:
     }
 
 
+def _rank_agreement(table: dict) -> dict:
+    """Median Spearman between adjacent keys of `table` {key: {item: value}} over their common
+    items (at least 3), and the ceiling it implies for a model (sqrt, below)."""
+    keys = sorted(table)
+    rho = []
+    for a, b in zip(keys, keys[1:]):
+        common = sorted(set(table[a]) & set(table[b]))
+        if len(common) >= 3:
+            r = spearmanr([table[a][k] for k in common], [table[b][k] for k in common])[0]
+            if np.isfinite(r):
+                rho.append(float(r))
+    agree = float(np.median(rho)) if rho else float("nan")
+    return {"adjacent_spearman": agree, "ceiling": math.sqrt(agree) if agree > 0 else float("nan"),
+            "pairs": len(rho)}
+
+
+def self_consistency(rows: list[Row]) -> dict:
+    """How well the data agree with themselves: the multi-GPU layouts' ranking at one local batch
+    against the next larger batch (median over adjacent pairs). The files hold one measurement per
+    (layout, batch), so split-half is not possible; adjacent batches are the closest repeat.
+
+    `ceiling` = sqrt(adjacent_spearman): if each batch's ranking is one true ranking plus
+    independent noise of equal size, a model that had the true ranking would agree with one
+    measured batch at sqrt of the agreement between two (classical test theory's reliability
+    index; a choice, written here). Real differences between batches (overlap grows with the
+    batch) lower the agreement too, so both figures are lower bounds of what is achievable."""
+    table: dict = {}
+    for r in rows:
+        if r.layout != (1,):
+            table.setdefault(r.local_bsz, {})[r.layout] = r.step_s
+    return _rank_agreement(table)
+
+
 def score_pollux(rows, compute, params, c: Constants, *, gpus=4, nic=6250.0, comm="allreduce"):
     """Spearman per local batch (median), and |pred/meas - 1| over every layout and batch; the
     one-GPU rows are the compute input, so they are left out of the score."""
@@ -284,6 +317,7 @@ def score_pollux(rows, compute, params, c: Constants, *, gpus=4, nic=6250.0, com
                                nic_MBps=nic, comm=comm) for r in rows])
     meas = np.array([r.step_s for r in rows])
     out = _scores(pred, meas, np.array([r.local_bsz for r in rows]))
+    out["self_consistency"] = self_consistency(rows)
     out["per_batch"] = {
         int(b): _scores(pred[sel], meas[sel], np.zeros(int(sel.sum())))
         for b in sorted({r.local_bsz for r in rows})
@@ -348,6 +382,9 @@ def score_gavel(path: str | Path, overlap: Constants) -> dict:
     for gpu in ("k80", "p100", "v100"):
         mine = [e for e in entries if e["gpu"] == gpu]
         pred, meas, sfs = [], [], []
+        table: dict = {}
+        for e in mine:
+            table.setdefault(e["sf"], {})[e["job"]] = e["consolidated"] / e["spread"]
         for fam in sorted({e["family"] for e in mine}):
             train = [e for e in mine if e["family"] != fam]
             c = _fit_gavel(train, overlap)
@@ -362,6 +399,8 @@ def score_gavel(path: str | Path, overlap: Constants) -> dict:
             int(k): _scores(pred[sfs == k], meas[sfs == k], np.zeros(int((sfs == k).sum())))["spearman_median"]
             for k in np.unique(sfs)
         }
+        # the data's own agreement: job types' ratio ranking at one scale factor vs the next
+        out[gpu]["self_consistency"] = _rank_agreement(table)
         out[gpu]["measured_median_ratio"] = float(np.median(meas))
         out[gpu]["predicted_median_ratio"] = float(np.median(pred))
     return out
@@ -433,7 +472,9 @@ def check_file(path: str | Path, params: float, gpu_type: str, comm: str,
 
 
 def _line(name: str, s: dict) -> str:
-    return (f"{name:<28} {s['spearman_median']:>8.2f} {s['median_abs_rel_err']:>9.1%} "
+    sc = s.get("self_consistency")
+    data = f" {sc['adjacent_spearman']:>5.2f} {sc['ceiling']:>7.2f}" if sc else " " * 14
+    return (f"{name:<28} {s['spearman_median']:>8.2f}{data} {s['median_abs_rel_err']:>9.1%} "
             f"{s['p90_abs_rel_err']:>9.1%} {s['n']:>6}")
 
 
@@ -457,7 +498,11 @@ def _print_colocation(out: dict) -> None:
 
 def cli(kind, file, params, gpu_type, comm, step1, json_out) -> None:
     """`dlcluster fidelity`: print the scores (and write them as JSON)."""
-    head = f"{'measurement':<28} {'spearman':>8} {'median':>9} {'p90':>9} {'n':>6}"
+    head = (f"{'measurement':<28} {'spearman':>8} {'data':>5} {'ceiling':>7} {'median':>9} {'p90':>9} "
+            f"{'n':>6}")
+    print("spearman: model vs measured; data: the measurements' own agreement between adjacent local "
+          "batches (Gavel: scale factors); ceiling: sqrt(data), what a model with the true ranking "
+          "would reach")
     if kind is None:
         out = report()
         print("Pollux placements, leave-one-model-out (compute: each file's one-GPU step time)")

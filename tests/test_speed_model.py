@@ -139,6 +139,23 @@ def test_fidelity_scores_a_file_made_by_the_engine_as_exact(tmp_path):
     assert got["median_abs_rel_err"] == pytest.approx(1 - 1 / 1.2, rel=1e-6)
 
 
+def test_self_consistency_is_the_data_agreement_between_adjacent_batches(tmp_path):
+    """The noise ceiling printed beside each Spearman: layouts' measured ranking at one local batch
+    against the next. Batches 8 and 16 agree exactly, 16 and 32 are reversed: median of (1, -1)."""
+    layouts = ["11", "2", "111", "22"]
+    times = {8: [0.5, 0.6, 0.7, 0.8], 16: [0.9, 1.0, 1.1, 1.2], 32: [1.9, 1.8, 1.7, 1.6]}
+    rows = [f"1,{b},{t[0] / 2},0" for b, t in times.items()]
+    rows += [f"{lay},{b},{x},0" for b, t in times.items() for lay, x in zip(layouts, t)]
+    path = _write(tmp_path, rows)
+    sc = F.self_consistency(F.load_pollux(path))
+    assert sc == {"adjacent_spearman": 0.0, "ceiling": pytest.approx(float("nan"), nan_ok=True), "pairs": 2}
+    rows = [r for r in rows if ",32," not in r]
+    path = _write(tmp_path, rows)
+    data = F.load_pollux(path)
+    got = F.score_pollux(data, F.single_gpu_steps(data, path), 50e6, FIT)
+    assert got["self_consistency"] == {"adjacent_spearman": 1.0, "ceiling": 1.0, "pairs": 1}
+
+
 def test_fit_recovers_the_constants_that_made_the_data(tmp_path):
     truth = F.Constants(intra_MBps=5000.0, conn_MBps=800.0, latency_s=0.0, overlap=0.4, overlap_max=0.6)
     compute = {8: 0.2, 32: 0.6}
