@@ -6,8 +6,9 @@ connection cap, per-message latency) and the overlap fractions are fitted on the
 on log step time, leave-one-model-out: the model scored is never in its own fit. The scalability
 files (6-16 nodes) are never fitted: they are scored with the constants of the other two models.
 Gavel's consolidated / spread throughputs are scored leave-one-job-family-out: per GPU type, the
-host path and connection cap are fitted on the other families; the overlap fractions come from
-the Pollux fit (never fitted on Gavel).
+connection cap is fitted on the other families; the links inside a server come from spec sheets
+(PCIe 3.0, V100's NVLink), the latency and overlap fractions from the Pollux fit (never fitted on
+Gavel).
 
 Gavel's co-located pairs (issue 17) are scored in sample per GPU type, leaving one job family out
 and leaving one GPU type out (`profiles.colocation_report`), beside Gandiva Table 1's packing gain
@@ -27,7 +28,7 @@ import csv
 import json
 import math
 from functools import lru_cache
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +63,13 @@ GAVEL_PARAMS = {
 # Gavel's testbed network is not in the profiles' README: 10 Gb/s (K80, P100) and 25 Gb/s (V100)
 # NICs are assumed (AWS p2.8xlarge / p3.16xlarge class); the fitted connection cap sits below both.
 GAVEL_NIC_MBps = {"k80": 1250.0, "p100": 1250.0, "v100": 3125.0}
+# Links inside a Gavel server, from spec sheets, never fitted. PCIe 3.0 x16: 985 MB/s per lane x 16
+# = 15.75 GB/s per direction (PCI-SIG); every GPU's traffic to the NIC is staged over it. V100 SXM2
+# (p3.16xlarge, assumed as above): NVLink 2.0, 300 GB/s per GPU both directions = 150 GB/s per
+# direction (NVIDIA Tesla V100 datasheet), GPU to GPU. K80 and P100 servers are taken as PCIe
+# boards (no NVLink; assumed: the profiles' README does not name the servers).
+GAVEL_PCIE_MBps = 15_750.0
+GAVEL_NVLINK_MBps = {"v100": 150_000.0}
 
 
 class FidelityError(ValueError):
@@ -276,6 +284,39 @@ def _scores(pred: np.ndarray, meas: np.ndarray, groups: np.ndarray) -> dict:
     }
 
 
+def _rank_agreement(table: dict) -> dict:
+    """Median Spearman between adjacent keys of `table` {key: {item: value}} over their common
+    items (at least 3), and the ceiling it implies for a model (sqrt, below)."""
+    keys = sorted(table)
+    rho = []
+    for a, b in zip(keys, keys[1:]):
+        common = sorted(set(table[a]) & set(table[b]))
+        if len(common) >= 3:
+            r = spearmanr([table[a][k] for k in common], [table[b][k] for k in common])[0]
+            if np.isfinite(r):
+                rho.append(float(r))
+    agree = float(np.median(rho)) if rho else float("nan")
+    return {"adjacent_spearman": agree, "ceiling": math.sqrt(agree) if agree > 0 else float("nan"),
+            "pairs": len(rho)}
+
+
+def self_consistency(rows: list[Row]) -> dict:
+    """How well the data agree with themselves: the multi-GPU layouts' ranking at one local batch
+    against the next larger batch (median over adjacent pairs). The files hold one measurement per
+    (layout, batch), so split-half is not possible; adjacent batches are the closest repeat.
+
+    `ceiling` = sqrt(adjacent_spearman): if each batch's ranking is one true ranking plus
+    independent noise of equal size, a model that had the true ranking would agree with one
+    measured batch at sqrt of the agreement between two (classical test theory's reliability
+    index; a choice, written here). Real differences between batches (overlap grows with the
+    batch) lower the agreement too, so both figures are lower bounds of what is achievable."""
+    table: dict = {}
+    for r in rows:
+        if r.layout != (1,):
+            table.setdefault(r.local_bsz, {})[r.layout] = r.step_s
+    return _rank_agreement(table)
+
+
 def score_pollux(rows, compute, params, c: Constants, *, gpus=4, nic=6250.0, comm="allreduce"):
     """Spearman per local batch (median), and |pred/meas - 1| over every layout and batch; the
     one-GPU rows are the compute input, so they are left out of the score."""
@@ -284,6 +325,7 @@ def score_pollux(rows, compute, params, c: Constants, *, gpus=4, nic=6250.0, com
                                nic_MBps=nic, comm=comm) for r in rows])
     meas = np.array([r.step_s for r in rows])
     out = _scores(pred, meas, np.array([r.local_bsz for r in rows]))
+    out["self_consistency"] = self_consistency(rows)
     out["per_batch"] = {
         int(b): _scores(pred[sel], meas[sel], np.zeros(int(sel.sum())))
         for b in sorted({r.local_bsz for r in rows})
@@ -332,22 +374,41 @@ def load_gavel_scaling(path: str | Path) -> list[dict]:
     return out
 
 
+def _gavel_layouts(e: dict) -> list[tuple[tuple[int, ...], float]]:
+    """(layout, in-server link MB/s) of the consolidated and the spread run. The engine's node host
+    path is one link its GPUs share (PCIe); NVLink gives each GPU its own, so for a job alone on sf
+    NVLinked GPUs the host path that costs the same is sf x the per-GPU link. Spread runs have one
+    GPU per server, whose all-reduce traffic goes to the NIC over PCIe."""
+    nvlink = GAVEL_NVLINK_MBps.get(e["gpu"])
+    cons = e["sf"] * nvlink if nvlink else GAVEL_PCIE_MBps
+    return [((e["sf"],), cons), ((1,) * e["sf"], GAVEL_PCIE_MBps)]
+
+
+def _gavel_steps(e: dict, c: Constants) -> list[float]:
+    """The engine's step time, consolidated then spread, with the server's spec-sheet link."""
+    comp, p, nic = 1.0 / e["alone"], GAVEL_PARAMS[e["family"]], GAVEL_NIC_MBps[e["gpu"]]
+    return [step_time(lay, comp, p, replace(c, intra_MBps=link), gpus=8, nic_MBps=nic)
+            for lay, link in _gavel_layouts(e)]
+
+
 def _gavel_ratio(e: dict, c: Constants) -> float:
     """Consolidated / spread throughput: sf GPUs on one server vs one GPU on each of sf servers."""
-    comp, p, nic = 1.0 / e["alone"], GAVEL_PARAMS[e["family"]], GAVEL_NIC_MBps[e["gpu"]]
-    t_cons = step_time((e["sf"],), comp, p, c, gpus=8, nic_MBps=nic)
-    t_spread = step_time((1,) * e["sf"], comp, p, c, gpus=8, nic_MBps=nic)
+    t_cons, t_spread = _gavel_steps(e, c)
     return t_spread / t_cons
 
 
 def score_gavel(path: str | Path, overlap: Constants) -> dict:
-    """Per GPU type, leave one job family out: host path and connection cap fitted on the other
-    families' consolidated and spread step times, overlap fractions from Pollux."""
+    """Per GPU type, leave one job family out: the connection cap fitted on the other families'
+    consolidated and spread step times; in-server links from spec sheets, latency and overlap
+    fractions from Pollux."""
     entries = load_gavel_scaling(path)
     out = {}
     for gpu in ("k80", "p100", "v100"):
         mine = [e for e in entries if e["gpu"] == gpu]
         pred, meas, sfs = [], [], []
+        table: dict = {}
+        for e in mine:
+            table.setdefault(e["sf"], {})[e["job"]] = e["consolidated"] / e["spread"]
         for fam in sorted({e["family"] for e in mine}):
             train = [e for e in mine if e["family"] != fam]
             c = _fit_gavel(train, overlap)
@@ -362,23 +423,25 @@ def score_gavel(path: str | Path, overlap: Constants) -> dict:
             int(k): _scores(pred[sfs == k], meas[sfs == k], np.zeros(int((sfs == k).sum())))["spearman_median"]
             for k in np.unique(sfs)
         }
+        # the data's own agreement: job types' ratio ranking at one scale factor vs the next
+        out[gpu]["self_consistency"] = _rank_agreement(table)
         out[gpu]["measured_median_ratio"] = float(np.median(meas))
         out[gpu]["predicted_median_ratio"] = float(np.median(pred))
     return out
 
 
 def _fit_gavel(entries: list[dict], overlap: Constants) -> Constants:
-    """Fit on the measured per-GPU step times, consolidated and spread (throughputs are summed
-    over workers, so a step of the sf-GPU job takes sf / throughput)."""
-    sets = []
-    for e in entries:
-        comp = {0: 1.0 / e["alone"]}
-        nic = GAVEL_NIC_MBps[e["gpu"]]
-        p = GAVEL_PARAMS[e["family"]]
-        for layout, thr in (((e["sf"],), e["consolidated"]), ((1,) * e["sf"], e["spread"])):
-            sets.append(([Row(layout, 0, e["sf"] / thr, 0)], comp, p, 8, nic, "allreduce"))
-    return fit(sets, fixed={"overlap": overlap.overlap, "overlap_max": overlap.overlap_max,
-                            "latency_s": overlap.latency_s})
+    """The connection cap, by least squares on log step time over the measured per-GPU step times,
+    consolidated and spread (throughputs are summed over workers, so a step of the sf-GPU job
+    takes sf / throughput); everything else fixed (links from spec sheets, the rest from Pollux)."""
+    meas = np.log([e["sf"] / thr for e in entries for thr in (e["consolidated"], e["spread"])])
+
+    def resid(z):
+        c = replace(overlap, conn_MBps=float(z[0]) * 100.0)
+        return np.log([t for e in entries for t in _gavel_steps(e, c)]) - meas
+
+    z = least_squares(resid, [5.0], bounds=([0.1], [1000.0]), x_scale="jac").x
+    return replace(overlap, conn_MBps=float(z[0]) * 100.0)
 
 
 # ----------------------------------------------------------------------------- report
@@ -433,7 +496,9 @@ def check_file(path: str | Path, params: float, gpu_type: str, comm: str,
 
 
 def _line(name: str, s: dict) -> str:
-    return (f"{name:<28} {s['spearman_median']:>8.2f} {s['median_abs_rel_err']:>9.1%} "
+    sc = s.get("self_consistency")
+    data = f" {sc['adjacent_spearman']:>5.2f} {sc['ceiling']:>7.2f}" if sc else " " * 14
+    return (f"{name:<28} {s['spearman_median']:>8.2f}{data} {s['median_abs_rel_err']:>9.1%} "
             f"{s['p90_abs_rel_err']:>9.1%} {s['n']:>6}")
 
 
@@ -457,7 +522,11 @@ def _print_colocation(out: dict) -> None:
 
 def cli(kind, file, params, gpu_type, comm, step1, json_out) -> None:
     """`dlcluster fidelity`: print the scores (and write them as JSON)."""
-    head = f"{'measurement':<28} {'spearman':>8} {'median':>9} {'p90':>9} {'n':>6}"
+    head = (f"{'measurement':<28} {'spearman':>8} {'data':>5} {'ceiling':>7} {'median':>9} {'p90':>9} "
+            f"{'n':>6}")
+    print("spearman: model vs measured; data: the measurements' own agreement between adjacent local "
+          "batches (Gavel: scale factors); ceiling: sqrt(data), what a model with the true ranking "
+          "would reach")
     if kind is None:
         out = report()
         print("Pollux placements, leave-one-model-out (compute: each file's one-GPU step time)")

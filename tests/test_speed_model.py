@@ -9,6 +9,8 @@ four-node ones with the same GPUs per node. Constants here are the ones `dlclust
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -139,6 +141,23 @@ def test_fidelity_scores_a_file_made_by_the_engine_as_exact(tmp_path):
     assert got["median_abs_rel_err"] == pytest.approx(1 - 1 / 1.2, rel=1e-6)
 
 
+def test_self_consistency_is_the_data_agreement_between_adjacent_batches(tmp_path):
+    """The noise ceiling printed beside each Spearman: layouts' measured ranking at one local batch
+    against the next. Batches 8 and 16 agree exactly, 16 and 32 are reversed: median of (1, -1)."""
+    layouts = ["11", "2", "111", "22"]
+    times = {8: [0.5, 0.6, 0.7, 0.8], 16: [0.9, 1.0, 1.1, 1.2], 32: [1.9, 1.8, 1.7, 1.6]}
+    rows = [f"1,{b},{t[0] / 2},0" for b, t in times.items()]
+    rows += [f"{lay},{b},{x},0" for b, t in times.items() for lay, x in zip(layouts, t)]
+    path = _write(tmp_path, rows)
+    sc = F.self_consistency(F.load_pollux(path))
+    assert sc == {"adjacent_spearman": 0.0, "ceiling": pytest.approx(float("nan"), nan_ok=True), "pairs": 2}
+    rows = [r for r in rows if ",32," not in r]
+    path = _write(tmp_path, rows)
+    data = F.load_pollux(path)
+    got = F.score_pollux(data, F.single_gpu_steps(data, path), 50e6, FIT)
+    assert got["self_consistency"] == {"adjacent_spearman": 1.0, "ceiling": 1.0, "pairs": 1}
+
+
 def test_fit_recovers_the_constants_that_made_the_data(tmp_path):
     truth = F.Constants(intra_MBps=5000.0, conn_MBps=800.0, latency_s=0.0, overlap=0.4, overlap_max=0.6)
     compute = {8: 0.2, 32: 0.6}
@@ -155,6 +174,36 @@ def test_fit_inner_loop_equals_the_engine():
     fast = F._predict(rows, compute, BERT, FIT, 4, 6250.0, "allreduce")
     engine = [step(r.layout, compute[r.local_bsz]) for r in rows]
     assert list(fast) == pytest.approx(engine, rel=1e-12)
+
+
+def _gavel_entry(gpu, family, sf, alone, c):
+    e = {"gpu": gpu, "job": f"{family} (batch size 8)", "family": family, "sf": sf, "alone": alone}
+    t_cons, t_spread = F._gavel_steps(e, c)
+    return {**e, "consolidated": sf / t_cons, "spread": sf / t_spread}
+
+
+def test_gavel_server_links_come_from_spec_sheets():
+    """PCIe 3.0 x16 (15.75 GB/s, shared by a server's GPUs) on K80/P100 servers; V100's NVLink
+    2.0 (150 GB/s per GPU per direction, each GPU its own) for the consolidated run only: a spread
+    run's GPU reaches the NIC over PCIe."""
+    e = {"gpu": "v100", "sf": 4}
+    assert F._gavel_layouts(e) == [((4,), 4 * 150_000.0), ((1, 1, 1, 1), 15_750.0)]
+    assert F._gavel_layouts({"gpu": "p100", "sf": 4}) == [((4,), 15_750.0), ((1, 1, 1, 1), 15_750.0)]
+    # NVLink makes the in-server all-reduce of a 48 M-parameter model cheaper than over PCIe
+    c = F.Constants(7321.0, 478.0, 0.0, 0.0, 0.0)
+    v100, p100 = (_gavel_entry(g, "Transformer", 4, 10.0, c) for g in ("v100", "p100"))
+    assert v100["consolidated"] > p100["consolidated"] * 1.05
+    assert v100["spread"] == pytest.approx(p100["spread"], rel=1e-9)  # the cap binds, not the NIC
+
+
+def test_gavel_fit_recovers_the_connection_cap_that_made_the_data():
+    truth = F.Constants(7321.0, 900.0, 0.0, 0.5, 0.6)
+    entries = [_gavel_entry("v100", fam, sf, alone, truth)
+               for fam, alone in (("ResNet-50", 5.0), ("LM", 60.0)) for sf in (2, 4, 8)]
+    fitted = F._fit_gavel(entries, replace(truth, conn_MBps=300.0))
+    assert fitted.conn_MBps == pytest.approx(900.0, rel=1e-3)
+    assert all(F._gavel_ratio(e, fitted) == pytest.approx(e["consolidated"] / e["spread"], rel=1e-6)
+               for e in entries)
 
 
 @pytest.mark.parametrize("content,match", [
