@@ -51,7 +51,7 @@ TESTBEDS = {
 # Models of the declared Pollux files, parameter counts from the README of ../shared/profiles.
 POLLUX_MODELS = {"imagenet": 25_557_032, "cifar10": 11_173_962, "bert": 109_500_000}
 
-# Gavel job families (gavel workloads/pytorch/, see docs/fidelity.md for the sources): parameter
+# Gavel job families (gavel workloads/pytorch/; README "Speed model fidelity" names the sources): parameter
 # counts of the models Gavel ran, data-parallel with DDP (NCCL). Transformer: 44,138,496 plus the
 # Multi30k embeddings, whose vocabulary sizes were not verified: about 48 M (estimated).
 GAVEL_PARAMS = {
