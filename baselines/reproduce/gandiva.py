@@ -210,6 +210,8 @@ def run(seeds: int = 3) -> list[Claim]:
                 f"{paper:+d}%",
                 f"{100 * gain:+.1f}% {verdict}",
                 bool(np.sign(gain) == np.sign(paper) and tried),
+                paper_value=float(paper),  # the magnitude rule applies: the verdict alone is a sign
+                sim_value=100 * gain,
             )
         )
     fb = {n: [first_feedback(n, s) for s in range(seeds)] for n in ("fifo", "gandiva")}
