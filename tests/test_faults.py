@@ -52,20 +52,26 @@ def _saved_runs_whole(out: Path) -> bool:
     return not runs.exists() or all(json.loads(p.read_text())["policy"] for p in runs.iterdir())
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
-def test_killed_evaluate_leaves_no_process_no_partial_files_and_refuses_a_second_run(tmp_path, sig, capsys):
-    """Bugs 3 and 4: the pool workers of a killed evaluate ran on as orphans, and two evaluations
-    into one --out left CSVs of one and plots of the other."""
+def _earlier_then_long_evaluate(tmp_path: Path, *extra: str) -> tuple[Path, dict[str, bytes], subprocess.Popen]:
+    """A finished evaluation in tmp_path/out, then a second one into it in a new session, busy for
+    many seconds (500 jobs on two workers; `extra` options, e.g. the Ray backend)."""
     out = tmp_path / "out"
     assert main(["evaluate", "--scenario", "tiny", "--policies", "fifo", "--seeds", "1",
                  "--workers", "1", "--out", str(out)]) == 0
     previous = _files(out)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    # two workers busy for many seconds each (500 jobs)
     proc = subprocess.Popen(
         [sys.executable, "-m", "dlclusterenv.cli", "evaluate", "--scenario", "default_500", "--policies",
-         "fifo,tiresias", "--seeds", "1", "--workers", "2", "--out", str(out)],
+         "fifo,tiresias", "--seeds", "1", "--workers", "2", *extra, "--out", str(out)],
         env=env, cwd=tmp_path, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return out, previous, proc
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_killed_evaluate_leaves_no_process_no_partial_files_and_refuses_a_second_run(tmp_path, sig, capsys):
+    """Bugs 3 and 4: the pool workers of a killed evaluate ran on as orphans, and two evaluations
+    into one --out left CSVs of one and plots of the other."""
+    out, previous, proc = _earlier_then_long_evaluate(tmp_path)
     try:
         deadline = time.monotonic() + 120
         while len(_group(proc.pid)) < 3:  # the command and its two workers
@@ -113,15 +119,7 @@ def test_sigterm_to_a_ray_evaluate_leaves_no_process_and_no_partial_files(tmp_pa
     """The fault test with `--backend ray`: the command starts a local Ray (GCS, raylet, workers
     in process groups of their own); SIGTERM to its PID must take all of it down within 5 s and
     leave --out as it was."""
-    out = tmp_path / "out"
-    assert main(["evaluate", "--scenario", "tiny", "--policies", "fifo", "--seeds", "1",
-                 "--workers", "1", "--out", str(out)]) == 0
-    previous = _files(out)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dlclusterenv.cli", "evaluate", "--scenario", "default_500", "--policies",
-         "fifo,tiresias", "--seeds", "1", "--workers", "2", "--backend", "ray", "--out", str(out)],
-        env=env, cwd=tmp_path, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    out, previous, proc = _earlier_then_long_evaluate(tmp_path, "--backend", "ray")
     try:
         deadline = time.monotonic() + 180
         while not any(name == "ray::run_one" for _, name in _session(proc.pid)):
