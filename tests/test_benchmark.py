@@ -17,6 +17,7 @@ from dlclusterenv.benchmark import (
 )
 from dlclusterenv.cli import main
 from dlclusterenv.config import CONFIG_DIR, ConfigError
+from dlclusterenv.profiles import shared_dir
 from dlclusterenv.workload import build
 
 
@@ -83,6 +84,7 @@ def test_absent_trace_is_skipped_with_a_message():
     assert any("alibaba-openb" in m and "not present" in m for m in said)
 
 
+@pytest.mark.skipif(not (shared_dir() / "traces/philly_jobs.csv").exists(), reason="needs ../shared")
 def test_trace_windows_of_the_splits_replay_different_jobs():
     suite, path = load_suite("v1")
     inst = next(i for i in instances(suite, path, lambda m: None) if i.key == "philly-6c71a0-nov@1x")
