@@ -1,7 +1,9 @@
 """The incremental speed engine reproduces the full recomputation bit for bit.
 
 Expected fingerprints were recorded on main at 57d67e4, before speeds became incremental: a hash of
-every job's (id, repr(finish_s), repr(steps_done)), so one ulp of drift in any job's JCT fails.
+every job's (id, repr(finish_s), repr(steps_done)), so one ulp of drift in any job's JCT fails;
+and, for a subset, a hash of the engine's running totals and timeline and one of every job's
+integrals and observations (bytes, run time, GPU-seconds, dominant share, losses, speeds).
 """
 
 from __future__ import annotations
@@ -41,6 +43,16 @@ CASES = {
     ("flowcon_5", "flowcon"): "227dec83626d5276",
     ("optimus", "optimus"): "36ce608f61135e1d",
 }
+TOTALS = {  # (totals and timeline, per-job integrals and observations)
+    ("default", "fifo"): ("ede2a253a539", "64e71f09a746"),
+    ("default", "tiresias"): ("82c9d6dbbe82", "eef6c13c5f6c"),
+    ("gandiva", "gandiva"): ("ce967d0b3155", "a972e92be654"),
+    ("hetero_mixed", "gavel"): ("d55b76ea2d4e", "ababd2464caa"),
+    ("d2s_fr", "d2s"): ("a730a071f492", "6c74df5b8965"),
+    ("flowcon_5", "flowcon"): ("b8d0619c5d9a", "4a6d0cc88d94"),
+    ("optimus", "optimus"): ("1d0258adb401", "29ba0e4a6341"),
+    ("alibaba_types", "fifo"): ("ccfc51fa4dcb", "0c3cb9761aef"),
+}
 PHILLY_CASES = {  # philly_busy, its first 300 jobs
     ("philly_busy", "fifo"): "7c48c217ec6168cb",
     ("philly_busy", "tiresias"): "27b624f773f454ec",
@@ -65,3 +77,20 @@ def test_every_jct_matches_the_full_recomputation(case):
 @pytest.mark.parametrize("case", sorted(PHILLY_CASES), ids=":".join)
 def test_philly_replay_jcts_match_the_full_recomputation(case):
     assert fingerprint(*case, max_jobs=300) == PHILLY_CASES[case]
+
+
+def _hash(value) -> str:
+    return hashlib.sha256(repr(value).encode()).hexdigest()[:12]
+
+
+@pytest.mark.parametrize("case", sorted(TOTALS), ids=":".join)
+def test_totals_and_observations_match_the_full_recomputation(case):
+    sim = dlclusterenv.make_sim(case[0], 0)
+    sim.run(baselines.make(case[1]))
+    t = sim.totals
+    totals = (t.job_seconds, t.cross_node_bytes, t.cross_rack_bytes, t.gpu_busy_s, t.cpu_used_s,
+              t.net_bytes, t.jain_s, t.jain_time, t.timeline)
+    jobs = sorted((j.job_id, j.bytes_cross_node, j.bytes_cross_rack, j.run_s, j.attained_gpu_s,
+                   j.dom_share_time, tuple(j.obs_loss), tuple(sorted(j.obs_speed.items())), j.last_speed)
+                  for j in sim.jobs.values())
+    assert (_hash(totals), _hash(jobs)) == TOTALS[case]
