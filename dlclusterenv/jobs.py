@@ -116,7 +116,8 @@ class Job:
     finish_s: float = math.nan
     paused_until: float = 0.0
     ran_before: bool = False  # a restart after preemption costs a restore
-    obs_loss: list[tuple[int, float]] = field(default_factory=list)
+    _loss: list[tuple[int, float]] = field(default_factory=list, repr=False)
+    _loss_due: list[list[int]] = field(default_factory=list, repr=False)  # [first, last] epochs
     obs_speed: dict[tuple[int, int], float] = field(default_factory=dict)
     _speed_time: dict[tuple[int, int], float] = field(default_factory=dict)
     _bias: dict[tuple[int, int], float] = field(default_factory=dict)
@@ -208,6 +209,7 @@ class Job:
         key = (self.num_ps, self.num_workers)
         bias = self._bias.get(key)
         if bias is None:
+            self._draw_losses()  # the generator's order: epochs that ended before this draw
             bias = self._bias[key] = 1.0 + 0.02 * float(self.rng.standard_normal())
         measured = speed * bias
         self.last_speed = measured
@@ -218,7 +220,29 @@ class Job:
         spe = self.steps_per_epoch
         first = int(t0_steps // spe) + 1
         last = min(int(self.steps_done // spe), self.total_epochs)
-        noise = self.model.loss.noise
-        for k in range(first, last + 1):
-            loss = self.true_loss(k) * (1.0 + noise * float(self.rng.standard_normal()))
-            self.obs_loss.append((k, max(loss, 0.0)))
+        if first <= last:
+            due = self._loss_due
+            if due and due[-1][1] + 1 == first:
+                due[-1][1] = last
+            else:
+                due.append([first, last])
+
+    @property
+    def obs_loss(self) -> list[tuple[int, float]]:
+        """(epoch, observed loss) per finished epoch: the model's loss with relative noise per
+        epoch. Drawn when asked, from the job's generator in the order the epochs ended (a new
+        (p, w)'s speed bias draws after the epochs before it), so the values do not depend on
+        when they are read."""
+        self._draw_losses()
+        return self._loss
+
+    def _draw_losses(self) -> None:
+        if not self._loss_due:
+            return
+        epochs = np.concatenate([np.arange(a, b + 1) for a, b in self._loss_due])
+        self._loss_due.clear()
+        c = self.model.loss
+        z = self.rng.standard_normal(len(epochs))
+        loss = (1.0 / (c.b0 * epochs + c.b1) + c.b2) * (1.0 + c.noise * z)
+        loss = np.where(loss < 0.0, 0.0, loss)  # as max(loss, 0.0): keeps a nan
+        self._loss.extend(zip(epochs.tolist(), loss.tolist()))

@@ -250,10 +250,14 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
 class Rates:
     """Speeds and loads under the current placement; per-task cores are built on demand."""
 
-    def __init__(self, speed, cross_node, cross_rack, link_Bps, cpu_used, gpu_busy, task_ids, got):
-        self.speed: dict[str, float] = speed  # steps/s (sync: global steps; async: worker updates)
-        self.cross_node_Bps: dict[str, float] = cross_node
-        self.cross_rack_Bps: dict[str, float] = cross_rack
+    def __init__(self, ids, speed, cross_node, cross_rack, gpus, link_Bps, cpu_used, gpu_busy, task_ids, got):
+        # per running job, in the order given (arrays, for the engine's vectorised integration)
+        self.row: dict[str, int] = dict(zip(ids, range(len(ids))))
+        self.speed_arr, self.cross_node_arr, self.cross_rack_arr = speed, cross_node, cross_rack
+        self.gpus_arr = gpus  # GPUs each job holds (attained service per second)
+        self.speed: dict[str, float] = dict(zip(ids, speed.tolist()))  # local batches/s
+        self.cross_node_Bps: dict[str, float] = dict(zip(ids, cross_node.tolist()))
+        self.cross_rack_Bps: dict[str, float] = dict(zip(ids, cross_rack.tolist()))
         self.link_Bps: np.ndarray = link_Bps  # bytes/s per link direction (see link_capacity)
         self.cpu_used: np.ndarray = cpu_used  # cores in use per node
         self.gpu_busy: np.ndarray = gpu_busy  # bool per GPU: a running worker computes on it
@@ -285,7 +289,8 @@ def compute_rates(
     n, n_link = cluster.n_nodes, n_links(cluster)
     cap = link_capacity(cluster)
     if not jobs:
-        return Rates({}, {}, {}, np.zeros(n_link), np.zeros(n), np.zeros(cluster.n_gpus, bool), [], np.zeros(0))
+        e = np.zeros(0)
+        return Rates([], e, e, e, e, np.zeros(n_link), np.zeros(n), np.zeros(cluster.n_gpus, bool), [], np.zeros(0))
     plans = [job_plan(cluster, j) for j in jobs]
     n_jobs = len(jobs)
     k = np.array([p.consts for p in plans], dtype=float)
@@ -391,9 +396,11 @@ def compute_rates(
     xr = k[:, _XRACK] * moved
     task_ids = [t for p in plans for t in p.task_ids]
     return Rates(
-        dict(zip(ids, s.tolist())),
-        dict(zip(ids, xn.tolist())),
-        dict(zip(ids, xr.tolist())),
+        ids,
+        s,
+        xn,
+        xr,
+        n_w * np.array([j.model.worker.gpu for j in jobs]),
         np.bincount(e_link, weights=e_bytes * moved[e_job], minlength=n_link),
         cpu_used,
         cnt[: cluster.n_gpus] > 0,
