@@ -94,3 +94,17 @@ def test_totals_and_observations_match_the_full_recomputation(case):
                    j.dom_share_time, tuple(j.obs_loss), tuple(sorted(j.obs_speed.items())), j.last_speed)
                   for j in sim.jobs.values())
     assert (_hash(totals), _hash(jobs)) == TOTALS[case]
+
+
+def test_gpu_owners_are_read_at_the_decision_point():
+    sim = dlclusterenv.make_sim("tiny", 0)
+    fifo = baselines.make("fifo")
+    fifo.reset(0)
+    sim.decide(fifo)
+    view = sim.view()
+    assert view.gpu_owners == tuple(tuple(o) for o in sim.gpu_tasks)
+    assert any(view.gpu_owners)
+    stale = sim.view()
+    sim.advance()
+    with pytest.raises(RuntimeError, match="decision point"):
+        stale.gpu_owners
