@@ -97,7 +97,7 @@ def test_totals_and_observations_match_the_full_recomputation(case):
 
 
 def test_gpu_owners_are_read_at_the_decision_point():
-    sim = dlclusterenv.make_sim("tiny", 0)
+    sim = dlclusterenv.make_sim("default", 0)
     fifo = baselines.make("fifo")
     fifo.reset(0)
     sim.decide(fifo)
