@@ -291,7 +291,7 @@ def compute_rates(
     if not jobs:
         e = np.zeros(0)
         return Rates([], e, e, e, e, np.zeros(n_link), np.zeros(n), np.zeros(cluster.n_gpus, bool), [], np.zeros(0))
-    plans = [job_plan(cluster, j) for j in jobs]
+    plans = [j.plan or job_plan(cluster, j) for j in jobs]
     n_jobs = len(jobs)
     k = np.array([p.consts for p in plans], dtype=float)
     n_ps, n_w = k[:, _NPS].astype(np.int64), k[:, _NW].astype(np.int64)
