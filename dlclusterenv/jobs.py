@@ -239,10 +239,9 @@ class Job:
     def _draw_losses(self) -> None:
         if not self._loss_due:
             return
-        epochs = np.concatenate([np.arange(a, b + 1) for a, b in self._loss_due])
+        epochs = [k for a, b in self._loss_due for k in range(a, b + 1)]
         self._loss_due.clear()
         c = self.model.loss
-        z = self.rng.standard_normal(len(epochs))
-        loss = (1.0 / (c.b0 * epochs + c.b1) + c.b2) * (1.0 + c.noise * z)
-        loss = np.where(loss < 0.0, 0.0, loss)  # as max(loss, 0.0): keeps a nan
-        self._loss.extend(zip(epochs.tolist(), loss.tolist()))
+        for k, z in zip(epochs, self.rng.standard_normal(len(epochs)).tolist()):
+            loss = self.true_loss(k) * (1.0 + c.noise * z)
+            self._loss.append((k, max(loss, 0.0)))
