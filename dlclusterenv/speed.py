@@ -192,7 +192,7 @@ def gpu_compute_s(model: ModelSpec, gpu_type: str, name: str = "?") -> float:
 
 # per-job constants in JobPlan.consts, one column each (compute_rates stacks them)
 (_NPS, _NW, _SYNC, _OVERHEAD, _UPDATE, _PS_REF, _UTIL, _W_REF, _TASK_TIME, _MESSAGES, _PHI, _OMEGA,
- _EVERY, _XNODE, _XRACK) = range(15)
+ _EVERY, _XNODE, _XRACK, _GPU) = range(16)
 
 
 @dataclass
@@ -213,7 +213,7 @@ class JobPlan:
     links: np.ndarray
     nbytes: np.ndarray
     flows: np.ndarray
-    consts: tuple  # the _NPS.._XRACK columns
+    consts: tuple  # the _NPS.._GPU columns
 
 
 def job_plan(cluster: Cluster, job: Job) -> JobPlan:
@@ -242,7 +242,7 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
             consts=(len(ps), len(ws), float(m.sync), m.step_overhead_s, m.ps_update_s, m.ps.cpu,
                     m.gpu_util, (m.cpu_max or m.worker.cpu) if m.compute_on == "cpu" else 0.0,
                     comm.task_time, comm.messages, m.overlap, m.overlap_max, every,
-                    comm.cross_node, comm.cross_rack),
+                    comm.cross_node, comm.cross_rack, m.worker.gpu),
         )
     return job.plan
 
@@ -250,18 +250,16 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
 class Rates:
     """Speeds and loads under the current placement; per-task cores are built on demand."""
 
-    def __init__(self, ids, speed, cross_node, cross_rack, gpus, link_Bps, cpu_used, gpu_busy, task_ids, got):
+    def __init__(self, ids, speed, cross_node, cross_rack, gpus, link_Bps, cpu_used, gpu_busy, plans, got):
         # per running job, in the order given (arrays, for the engine's vectorised integration)
         self.row: dict[str, int] = dict(zip(ids, range(len(ids))))
         self.speed_arr, self.cross_node_arr, self.cross_rack_arr = speed, cross_node, cross_rack
         self.gpus_arr = gpus  # GPUs each job holds (attained service per second)
         self.speed: dict[str, float] = dict(zip(ids, speed.tolist()))  # local batches/s
-        self.cross_node_Bps: dict[str, float] = dict(zip(ids, cross_node.tolist()))
-        self.cross_rack_Bps: dict[str, float] = dict(zip(ids, cross_rack.tolist()))
         self.link_Bps: np.ndarray = link_Bps  # bytes/s per link direction (see link_capacity)
         self.cpu_used: np.ndarray = cpu_used  # cores in use per node
         self.gpu_busy: np.ndarray = gpu_busy  # bool per GPU: a running worker computes on it
-        self._task_ids, self._got, self._cores = task_ids, got, None
+        self._plans, self._got, self._cores = plans, got, None
         # cluster-wide totals, constant until the rates change (the engine integrates them)
         n = len(cpu_used)
         self.gpus_busy = float(gpu_busy.sum())
@@ -269,10 +267,21 @@ class Rates:
         self.nic_Bps = float(link_Bps[: 2 * n].sum())
 
     @property
+    def cross_node_Bps(self) -> dict[str, float]:
+        """Bytes/s each running job sends across NICs."""
+        return dict(zip(self.row, self.cross_node_arr.tolist()))
+
+    @property
+    def cross_rack_Bps(self) -> dict[str, float]:
+        """Bytes/s each running job sends across rack uplinks."""
+        return dict(zip(self.row, self.cross_rack_arr.tolist()))
+
+    @property
     def task_cores(self) -> dict[str, float]:
         """Cores each running task uses now."""
         if self._cores is None:
-            self._cores = dict(zip(self._task_ids, self._got.tolist()))
+            task_ids = [t for p in self._plans for t in p.task_ids]
+            self._cores = dict(zip(task_ids, self._got.tolist()))
         return self._cores
 
 
@@ -336,9 +345,10 @@ def compute_rates(
     share = np.maximum(cnt[g], 1)
     # profiles.packing_speed, vectorised: (1 - eps) * min(1, 1 / sum of utilisations) ** gamma
     packed = (1.0 - packing.eps) * np.minimum(1.0, 1.0 / np.maximum(util_sum[g], 1e-12)) ** packing.gamma
-    if packing.colocation is not None:
+    shared_packed = np.flatnonzero((cnt[: cluster.n_gpus] >= 2) & (mode[: cluster.n_gpus] == 1))
+    if packing.colocation is not None and len(shared_packed):
         gavel = [j.model.gavel_job for j in jobs]
-        for gid in np.flatnonzero((cnt[: cluster.n_gpus] >= 2) & (mode[: cluster.n_gpus] == 1)):
+        for gid in shared_packed:
             ws = np.flatnonzero(on_gpu & (g == gid))
             names = [gavel[w_job[i]] for i in ws]
             if None not in names:
@@ -394,17 +404,16 @@ def compute_rates(
     ids = [j.job_id for j in jobs]
     xn = k[:, _XNODE] * moved
     xr = k[:, _XRACK] * moved
-    task_ids = [t for p in plans for t in p.task_ids]
     return Rates(
         ids,
         s,
         xn,
         xr,
-        n_w * np.array([j.model.worker.gpu for j in jobs]),
+        n_w * k[:, _GPU],
         np.bincount(e_link, weights=e_bytes * moved[e_job], minlength=n_link),
         cpu_used,
         cnt[: cluster.n_gpus] > 0,
-        task_ids,
+        plans,
         got,
     )
 
