@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -139,15 +140,16 @@ class Job:
         self._ps: list[Task] = []
         self._workers: list[Task] = []
 
-    @property
+    @cached_property
     def steps_per_epoch(self) -> int:
         """Local batches per epoch over the job's part of the data set (`JobSpec.data_fraction`)."""
         return max(1, round(self.model.steps_per_epoch * self.spec.data_fraction))
 
-    @property
+    @cached_property
     def total_steps(self) -> float:
         """Local batches to train (weak scaling: a sync step of w workers does w of them): the
-        replay's work where a trace sets it, else whole epochs up to convergence."""
+        replay's work where a trace sets it, else whole epochs up to convergence (fixed when the
+        job is made; the engine reads it at every event, so it is kept)."""
         if self.spec.work_steps is not None:
             return self.spec.work_steps
         return self.total_epochs * self.steps_per_epoch
