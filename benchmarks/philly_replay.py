@@ -6,11 +6,14 @@
 The `philly` scenario replays VC 11cb48 from 2017-10-09 for a week (1,694 jobs) on the
 Philly-scale cluster preset; needs ../shared/traces/philly_jobs.csv. --vc/--start/--end replace
 its trace window (--vc all: every virtual cluster; the second line is October, 47,161 jobs).
+Per policy: wall and CPU time of the run (the scenario's build, trace reading included, apart),
+jobs per CPU-second of the run, and the process's peak RSS so far.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 
 import baselines
@@ -36,12 +39,17 @@ def main() -> None:
         window.update({k: v for k, v in (("start", a.start), ("end", a.end)) if v})
     names = baselines.names() if a.policies == "all" else a.policies.split(",")
     for name in names:
+        load = time.process_time()
+        sim = dlclusterenv.make_sim(scenario, 0)
         t, cpu = time.perf_counter(), time.process_time()
-        m = dlclusterenv.make_sim(scenario, 0).run(baselines.make(name))
+        m = sim.run(baselines.make(name))
+        run_cpu = time.process_time() - cpu
         print(
-            f"{name:15s} {time.perf_counter() - t:8.1f} s ({time.process_time() - cpu:.1f} CPU-s)  "
-            f"finished {m.jobs_finished:5d}  "
-            f"unfinished {m.jobs_unfinished:4d}  avg JCT {m.avg_jct_s:10,.0f} s",
+            f"{name:15s} {time.perf_counter() - t:8.1f} s ({run_cpu:.1f} CPU-s, "
+            f"{len(sim.specs) / max(run_cpu, 1e-9):,.0f} jobs per CPU-s; building it "
+            f"{cpu - load:.1f} CPU-s)  finished {m.jobs_finished:5d}  "
+            f"unfinished {m.jobs_unfinished:4d}  avg JCT {m.avg_jct_s:10,.0f} s  "
+            f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB",
             flush=True,
         )
 

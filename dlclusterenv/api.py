@@ -193,7 +193,6 @@ class ClusterView:
         self.free_cpu = _ro(sim.cluster.cpus - sim.used_cpu)
         self.free_mem = _ro(sim.cluster.memory - sim.used_mem)
         self.free_bw = _ro(sim.cluster.nic - sim.used_bw)
-        self.gpu_owners: tuple[tuple[str, ...], ...] = tuple(tuple(o) for o in sim.gpu_tasks)
         self.free_gpus = _ro(sim.free_gpus)
         self.gpu_packed = _ro(sim.gpu_mode.astype(bool))
         self.jobs: Sequence[JobView] = JobViews(sim, sim.active_jobs())  # arrival order
@@ -201,6 +200,16 @@ class ClusterView:
         self.running: Sequence[JobView] = JobViews(sim, sim.running_jobs())
         self.oracle = OracleView(sim) if oracle else None
         self._sim = sim
+        self._owners: tuple[tuple[str, ...], ...] | None = None
+
+    @property
+    def gpu_owners(self) -> tuple[tuple[str, ...], ...]:
+        """Task ids on each GPU (global index); built when first read, as the job views are (a
+        Philly-scale cluster has 2,496 GPUs, most schedulers never look)."""
+        if self._owners is None:
+            self.jobs._check()
+            self._owners = tuple(tuple(o) for o in self._sim.gpu_tasks)
+        return self._owners
 
     def job(self, job_id: str) -> JobView:
         self.jobs._check()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -116,7 +117,8 @@ class Job:
     finish_s: float = math.nan
     paused_until: float = 0.0
     ran_before: bool = False  # a restart after preemption costs a restore
-    obs_loss: list[tuple[int, float]] = field(default_factory=list)
+    _loss: list[tuple[int, float]] = field(default_factory=list, repr=False)
+    _loss_due: list[list[int]] = field(default_factory=list, repr=False)  # [first, last] epochs
     obs_speed: dict[tuple[int, int], float] = field(default_factory=dict)
     _speed_time: dict[tuple[int, int], float] = field(default_factory=dict)
     _bias: dict[tuple[int, int], float] = field(default_factory=dict)
@@ -138,15 +140,16 @@ class Job:
         self._ps: list[Task] = []
         self._workers: list[Task] = []
 
-    @property
+    @cached_property
     def steps_per_epoch(self) -> int:
         """Local batches per epoch over the job's part of the data set (`JobSpec.data_fraction`)."""
         return max(1, round(self.model.steps_per_epoch * self.spec.data_fraction))
 
-    @property
+    @cached_property
     def total_steps(self) -> float:
         """Local batches to train (weak scaling: a sync step of w workers does w of them): the
-        replay's work where a trace sets it, else whole epochs up to convergence."""
+        replay's work where a trace sets it, else whole epochs up to convergence (fixed when the
+        job is made; the engine reads it at every event, so it is kept)."""
         if self.spec.work_steps is not None:
             return self.spec.work_steps
         return self.total_epochs * self.steps_per_epoch
@@ -208,6 +211,7 @@ class Job:
         key = (self.num_ps, self.num_workers)
         bias = self._bias.get(key)
         if bias is None:
+            self._draw_losses()  # the generator's order: epochs that ended before this draw
             bias = self._bias[key] = 1.0 + 0.02 * float(self.rng.standard_normal())
         measured = speed * bias
         self.last_speed = measured
@@ -218,7 +222,28 @@ class Job:
         spe = self.steps_per_epoch
         first = int(t0_steps // spe) + 1
         last = min(int(self.steps_done // spe), self.total_epochs)
-        noise = self.model.loss.noise
-        for k in range(first, last + 1):
-            loss = self.true_loss(k) * (1.0 + noise * float(self.rng.standard_normal()))
-            self.obs_loss.append((k, max(loss, 0.0)))
+        if first <= last:
+            due = self._loss_due
+            if due and due[-1][1] + 1 == first:
+                due[-1][1] = last
+            else:
+                due.append([first, last])
+
+    @property
+    def obs_loss(self) -> list[tuple[int, float]]:
+        """(epoch, observed loss) per finished epoch: the model's loss with relative noise per
+        epoch. Drawn when asked, from the job's generator in the order the epochs ended (a new
+        (p, w)'s speed bias draws after the epochs before it), so the values do not depend on
+        when they are read."""
+        self._draw_losses()
+        return self._loss
+
+    def _draw_losses(self) -> None:
+        if not self._loss_due:
+            return
+        epochs = [k for a, b in self._loss_due for k in range(a, b + 1)]
+        self._loss_due.clear()
+        c = self.model.loss
+        for k, z in zip(epochs, self.rng.standard_normal(len(epochs)).tolist()):
+            loss = self.true_loss(k) * (1.0 + c.noise * z)
+            self._loss.append((k, max(loss, 0.0)))

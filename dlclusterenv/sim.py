@@ -649,17 +649,24 @@ class Simulator:
         tot = self.totals
         self.version += 1
         if dt > 0:
-            running = [j for j in self._holding if j.job_id in r.speed]
-            for job in running:
+            # running jobs in _holding's order; per-job products vectorised, totals summed in
+            # that order (cumsum adds one job after the other)
+            rows = [(j, r.row[j.job_id]) for j in self._holding if j.job_id in r.row]
+            idx = np.array([i for _, i in rows], dtype=np.int64)
+            speed = r.speed_arr[idx]
+            gained = (speed * dt).tolist()
+            xn, xr = r.cross_node_arr[idx] * dt, r.cross_rack_arr[idx] * dt
+            for (job, _), v, d, n, k, g in zip(rows, speed.tolist(), gained, xn.tolist(), xr.tolist(),
+                                               (r.gpus_arr[idx] * dt).tolist()):
                 before = job.steps_done
-                job.steps_done = min(job.steps_done + r.speed[job.job_id] * dt, job.total_steps)
-                job.observe(before, r.speed[job.job_id], dt)
+                job.steps_done = min(before + d, job.total_steps)
+                job.observe(before, v, dt)
                 job.run_s += dt
-                job.attained_gpu_s += job.num_workers * job.model.worker.gpu * dt
-                job.bytes_cross_node += r.cross_node_Bps[job.job_id] * dt
-                job.bytes_cross_rack += r.cross_rack_Bps[job.job_id] * dt
-                tot.cross_node_bytes += r.cross_node_Bps[job.job_id] * dt
-                tot.cross_rack_bytes += r.cross_rack_Bps[job.job_id] * dt
+                job.attained_gpu_s += g
+                job.bytes_cross_node += n
+                job.bytes_cross_rack += k
+            tot.cross_node_bytes = float(np.cumsum(np.concatenate([[tot.cross_node_bytes], xn]))[-1])
+            tot.cross_rack_bytes = float(np.cumsum(np.concatenate([[tot.cross_rack_bytes], xr]))[-1])
             tot.gpu_busy_s += r.gpus_busy * dt
             tot.cpu_used_s += r.cores_used * dt
             tot.net_bytes += r.nic_Bps * dt

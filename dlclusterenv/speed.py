@@ -190,6 +190,11 @@ def gpu_compute_s(model: ModelSpec, gpu_type: str, name: str = "?") -> float:
         ) from None
 
 
+# per-job constants in JobPlan.consts, one column each (compute_rates stacks them)
+(_NPS, _NW, _SYNC, _OVERHEAD, _UPDATE, _PS_REF, _UTIL, _W_REF, _TASK_TIME, _MESSAGES, _PHI, _OMEGA,
+ _EVERY, _XNODE, _XRACK, _GPU) = range(16)
+
+
 @dataclass
 class JobPlan:
     """What a job's speed depends on besides its neighbours, cached on the job until one of its
@@ -197,14 +202,18 @@ class JobPlan:
 
     task_ids: list[str]  # PS first, then workers
     task_node: np.ndarray
+    is_worker: np.ndarray  # bool per task
     want: np.ndarray  # cores each task can use
     limit: np.ndarray  # soft limits, fraction of the node
-    ps_ratio_ref: float  # PS cores reserved (0: never CPU-limited)
     w_gpu: np.ndarray  # GPU per worker, -1 for CPU-bound workers
     w_compute: np.ndarray  # each worker's compute per local batch alone on its device
-    w_ref: float  # cores a CPU-bound worker's step time is measured at
-    comm: Comm  # per step, the exchange amortised over `every` steps
-    every: int = 1  # steps between exchanges (JobSpec.exchange_every)
+    # the job's sparse row of the (job, link) incidence, per step (the exchange amortised over
+    # `exchange_every` steps): the links it uses, its bytes and flows on each (entries summed in
+    # their order, as a dense bincount would)
+    links: np.ndarray
+    nbytes: np.ndarray
+    flows: np.ndarray
+    consts: tuple  # the _NPS.._GPU columns
 
 
 def job_plan(cluster: Cluster, job: Job) -> JobPlan:
@@ -215,20 +224,25 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
         ps_nodes = np.array([t.node for t in ps], dtype=np.int64)
         w_nodes = np.array([t.node for t in ws], dtype=np.int64)
         on_gpu = m.compute_on == "gpu"
+        every = job.spec.exchange_every
+        comm = pattern(m, job.spec.comm).plan(cluster, m, job.spec.shard_nodes, ps_nodes, w_nodes, every)
+        links, inv = np.unique(comm.links, return_inverse=True)
         job.plan = JobPlan(
             task_ids=[t.task_id for t in ps + ws],
             task_node=np.concatenate([ps_nodes, w_nodes]),
+            is_worker=np.arange(len(ps) + len(ws)) >= len(ps),
             want=np.array([m.ps.cpu] * len(ps) + [w_want] * len(ws), dtype=float),
             limit=np.array([t.cpu_limit for t in ps + ws], dtype=float),
-            ps_ratio_ref=m.ps.cpu,
             w_gpu=np.array([t.gpu if on_gpu else -1 for t in ws], dtype=np.int64),
             w_compute=np.array([gpu_compute_s(m, cluster.node_gpu_type[t.node], job.spec.model)
                                 if on_gpu else m.step_compute_s for t in ws], dtype=float),
-            w_ref=(m.cpu_max or m.worker.cpu) if m.compute_on == "cpu" else 0.0,
-            comm=pattern(m, job.spec.comm).plan(
-                cluster, m, job.spec.shard_nodes, ps_nodes, w_nodes, job.spec.exchange_every
-            ),
-            every=job.spec.exchange_every,
+            links=links,
+            nbytes=np.bincount(inv, weights=comm.nbytes, minlength=len(links)),
+            flows=np.bincount(inv, weights=comm.flows, minlength=len(links)),
+            consts=(len(ps), len(ws), float(m.sync), m.step_overhead_s, m.ps_update_s, m.ps.cpu,
+                    m.gpu_util, (m.cpu_max or m.worker.cpu) if m.compute_on == "cpu" else 0.0,
+                    comm.task_time, comm.messages, m.overlap, m.overlap_max, every,
+                    comm.cross_node, comm.cross_rack, m.worker.gpu),
         )
     return job.plan
 
@@ -236,14 +250,16 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
 class Rates:
     """Speeds and loads under the current placement; per-task cores are built on demand."""
 
-    def __init__(self, speed, cross_node, cross_rack, link_Bps, cpu_used, gpu_busy, task_ids, got):
-        self.speed: dict[str, float] = speed  # steps/s (sync: global steps; async: worker updates)
-        self.cross_node_Bps: dict[str, float] = cross_node
-        self.cross_rack_Bps: dict[str, float] = cross_rack
+    def __init__(self, ids, speed, cross_node, cross_rack, gpus, link_Bps, cpu_used, gpu_busy, plans, got):
+        # per running job, in the order given (arrays, for the engine's vectorised integration)
+        self.row: dict[str, int] = dict(zip(ids, range(len(ids))))
+        self.speed_arr, self.cross_node_arr, self.cross_rack_arr = speed, cross_node, cross_rack
+        self.gpus_arr = gpus  # GPUs each job holds (attained service per second)
+        self.speed: dict[str, float] = dict(zip(ids, speed.tolist()))  # local batches/s
         self.link_Bps: np.ndarray = link_Bps  # bytes/s per link direction (see link_capacity)
         self.cpu_used: np.ndarray = cpu_used  # cores in use per node
         self.gpu_busy: np.ndarray = gpu_busy  # bool per GPU: a running worker computes on it
-        self._task_ids, self._got, self._cores = task_ids, got, None
+        self._plans, self._got, self._cores = plans, got, None
         # cluster-wide totals, constant until the rates change (the engine integrates them)
         n = len(cpu_used)
         self.gpus_busy = float(gpu_busy.sum())
@@ -251,10 +267,21 @@ class Rates:
         self.nic_Bps = float(link_Bps[: 2 * n].sum())
 
     @property
+    def cross_node_Bps(self) -> dict[str, float]:
+        """Bytes/s each running job sends across NICs."""
+        return dict(zip(self.row, self.cross_node_arr.tolist()))
+
+    @property
+    def cross_rack_Bps(self) -> dict[str, float]:
+        """Bytes/s each running job sends across rack uplinks."""
+        return dict(zip(self.row, self.cross_rack_arr.tolist()))
+
+    @property
     def task_cores(self) -> dict[str, float]:
         """Cores each running task uses now."""
         if self._cores is None:
-            self._cores = dict(zip(self._task_ids, self._got.tolist()))
+            task_ids = [t for p in self._plans for t in p.task_ids]
+            self._cores = dict(zip(task_ids, self._got.tolist()))
         return self._cores
 
 
@@ -271,32 +298,31 @@ def compute_rates(
     n, n_link = cluster.n_nodes, n_links(cluster)
     cap = link_capacity(cluster)
     if not jobs:
-        return Rates({}, {}, {}, np.zeros(n_link), np.zeros(n), np.zeros(cluster.n_gpus, bool), [], np.zeros(0))
-    plans = [job_plan(cluster, j) for j in jobs]
+        e = np.zeros(0)
+        return Rates([], e, e, e, e, np.zeros(n_link), np.zeros(n), np.zeros(cluster.n_gpus, bool), [], np.zeros(0))
+    plans = [j.plan or job_plan(cluster, j) for j in jobs]
     n_jobs = len(jobs)
+    k = np.array([p.consts for p in plans], dtype=float)
+    n_ps, n_w = k[:, _NPS].astype(np.int64), k[:, _NW].astype(np.int64)
     # ---- CPU: max-min fair shares with soft limits, only contended nodes need water-filling
     t_node = np.concatenate([p.task_node for p in plans])
     want = np.concatenate([p.want for p in plans])
     got = want.copy()
     total = np.bincount(t_node, weights=want, minlength=n)
-    for node in np.flatnonzero(total > cluster.cpus * (1 + 1e-12)):
-        sel = np.flatnonzero(t_node == node)
-        limit = np.concatenate([p.limit for p in plans])[sel]
-        got[sel] = cpu_split(float(cluster.cpus[node]), want[sel], limit)
+    contended = np.flatnonzero(total > cluster.cpus * (1 + 1e-12))
+    if len(contended):
+        limit = np.concatenate([p.limit for p in plans])
+        for node in contended:
+            sel = np.flatnonzero(t_node == node)
+            got[sel] = cpu_split(float(cluster.cpus[node]), want[sel], limit[sel])
     cpu_used = np.bincount(t_node, weights=got, minlength=n)
-    eff = cpu_contention(got, want, t_node, np.flatnonzero(total > cluster.cpus * (1 + 1e-12)), overheads)
+    eff = cpu_contention(got, want, t_node, contended, overheads)
     # ---- per-job constants, and per-worker arrays in job order
-    m = [j.model for j in jobs]
-    n_ps = np.array([j.num_ps for j in jobs])
-    n_w = np.array([j.num_workers for j in jobs])
-    n_t = n_ps + n_w
-    t_off = np.concatenate([[0], np.cumsum(n_t)[:-1]])
-    sync = np.array([x.sync for x in m])
-    overhead = np.array([x.step_overhead_s for x in m])
-    update = np.array([x.ps_update_s for x in m])
-    ps_ref = np.array([p.ps_ratio_ref for p in plans])
+    sync = k[:, _SYNC] > 0
+    overhead, update, ps_ref = k[:, _OVERHEAD], k[:, _UPDATE], k[:, _PS_REF]
+    is_w = np.concatenate([p.is_worker for p in plans])
     # PS factor: the most CPU-starved PS of the job (1 for all-reduce jobs, which have none)
-    ps_idx = np.concatenate([np.arange(o, o + k) for o, k in zip(t_off, n_ps)])
+    ps_idx = np.flatnonzero(~is_w)
     ps_job = np.repeat(np.arange(n_jobs), n_ps)
     ratio = np.where(ps_ref[ps_job] > 0, np.minimum(1.0, eff[ps_idx] / np.maximum(ps_ref[ps_job], 1e-300)), 1.0)
     ps_f = np.ones(n_jobs)
@@ -304,58 +330,61 @@ def compute_rates(
     ps_f = np.maximum(ps_f, 1e-9)
     # worker factors: GPU share (alone / time-sliced / packed) or CPU cores over the reference
     w_job = np.repeat(np.arange(n_jobs), n_w)
-    w_idx = np.concatenate([np.arange(o + k, o + k + w) for o, k, w in zip(t_off, n_ps, n_w)])
+    w_idx = np.flatnonzero(is_w)
     w_gpu = np.concatenate([p.w_gpu for p in plans])
     on_gpu = w_gpu >= 0
     g = np.where(on_gpu, w_gpu, 0)
     n_slots = max(cluster.n_gpus, int(g.max()) + 1)
-    util = np.array([x.gpu_util for x in m])[w_job]
+    util = k[w_job, _UTIL]
     cnt = np.bincount(g[on_gpu], minlength=n_slots)
     util_sum = np.bincount(g[on_gpu], weights=util[on_gpu], minlength=n_slots)
     mode = np.zeros(n_slots, np.int8)
     k_modes = min(len(gpu_mode), n_slots)
     mode[:k_modes] = gpu_mode[:k_modes]
     switch = 1.0 - min(overheads.suspend_resume_s / overheads.time_slice_s, 1.0)
-    k = np.maximum(cnt[g], 1)
+    share = np.maximum(cnt[g], 1)
     # profiles.packing_speed, vectorised: (1 - eps) * min(1, 1 / sum of utilisations) ** gamma
     packed = (1.0 - packing.eps) * np.minimum(1.0, 1.0 / np.maximum(util_sum[g], 1e-12)) ** packing.gamma
-    if packing.colocation is not None:
-        gavel = [x.gavel_job for x in m]
-        for gid in np.flatnonzero((cnt[: cluster.n_gpus] >= 2) & (mode[: cluster.n_gpus] == 1)):
+    shared_packed = np.flatnonzero((cnt[: cluster.n_gpus] >= 2) & (mode[: cluster.n_gpus] == 1))
+    if packing.colocation is not None and len(shared_packed):
+        gavel = [j.model.gavel_job for j in jobs]
+        for gid in shared_packed:
             ws = np.flatnonzero(on_gpu & (g == gid))
             names = [gavel[w_job[i]] for i in ws]
             if None not in names:
                 gpu = cluster.node_gpu_type[cluster.gpu_node[gid]]
                 packed[ws] = packing.colocation.factors(gpu, names)
-    f_gpu = np.where(k == 1, 1.0, np.where(mode[g] == 1, packed, switch / k))
-    w_ref = np.array([p.w_ref for p in plans])[w_job]
+    f_gpu = np.where(share == 1, 1.0, np.where(mode[g] == 1, packed, switch / share))
+    w_ref = k[w_job, _W_REF]
     f_cpu = np.where(w_ref > 0, eff[w_idx] / np.where(w_ref > 0, w_ref, 1.0), 1.0)
     f = np.maximum(np.where(on_gpu, f_gpu, f_cpu), 1e-9)
-    # ---- links: bytes and flows per (job, link); each link direction shared equally per flow.
-    # A job's network time is its busiest NIC or uplink (or its slowest capped connection); GPU
-    # transfers are staged through the host path, so its busiest host path adds to it.
-    links = np.concatenate([p.comm.links + i * n_link for i, p in enumerate(plans)])
-    nbytes = np.concatenate([p.comm.nbytes for p in plans])
-    flows = np.concatenate([p.comm.flows for p in plans])
-    jb = np.bincount(links, weights=nbytes, minlength=n_jobs * n_link).reshape(n_jobs, n_link)
-    jf = np.bincount(links, weights=flows, minlength=n_jobs * n_link).reshape(n_jobs, n_link)
-    flows_total = jf.sum(axis=0)
-    used = jf > 0
-    t_link = np.zeros_like(jb)
-    t_link[used] = (jb * flows_total / cap)[used] / jf[used]
+    # ---- links: the sparse (job, link) incidence, one entry per link a job uses; each link
+    # direction is shared equally per flow. A job's network time is its busiest NIC or uplink (or
+    # its slowest capped connection); GPU transfers are staged through the host path, so its
+    # busiest host path adds to it. Sums run in job order, as the dense jobs x links sums did.
+    per_job = np.array([len(p.links) for p in plans])
+    e_job = np.repeat(np.arange(n_jobs), per_job)
+    e_link = np.concatenate([p.links for p in plans])
+    e_bytes = np.concatenate([p.nbytes for p in plans])
+    e_flows = np.concatenate([p.flows for p in plans])
+    flows_total = np.bincount(e_link, weights=e_flows, minlength=n_link)
+    t_entry = (e_bytes * flows_total[e_link] / cap[e_link]) / e_flows
     ib = intra_base(cluster)
-    net = np.maximum(t_link[:, :ib].max(axis=1, initial=0.0), np.array([p.comm.task_time for p in plans]))
-    host = t_link[:, ib:].max(axis=1, initial=0.0)
-    latency = cluster.config.network.latency_s * np.array([p.comm.messages for p in plans])
+    net_e = e_link < ib
+    net = np.zeros(n_jobs)
+    np.maximum.at(net, e_job[net_e], t_entry[net_e])
+    net = np.maximum(net, k[:, _TASK_TIME])
+    host = np.zeros(n_jobs)
+    np.maximum.at(host, e_job[~net_e], t_entry[~net_e])
+    latency = cluster.config.network.latency_s * k[:, _MESSAGES]
     # ---- step time of one local batch on every worker. Communication (and the PS update, which
     # MXNet and TF pipeline per layer) overlaps the backward pass: up to `overlap` of the compute
     # hides up to `overlap_max` of it (DDP-style buckets; fitted on Pollux, `dlcluster fidelity`).
     # Per step a worker makes p request/response round trips and a PS serves w of them, each with
     # a fixed RPC cost: Optimus' t4*p and t3*w terms.
-    phi = np.array([x.overlap for x in m])
-    omega = np.array([x.overlap_max for x in m])
+    phi, omega = k[:, _PHI], k[:, _OMEGA]
     # the RPCs and the PS update happen once per exchange, every k steps (comm is already per step)
-    every = np.array([p.every for p in plans], dtype=float)
+    every = k[:, _EVERY]
     rpc = overheads.rpc_s * np.where(n_ps > 0, n_ps + n_w, 0) / every
     comm = net + host + latency
     upd = np.where(n_ps > 0, update / np.maximum(n_ps, 1) / ps_f, 0.0) / every
@@ -373,17 +402,18 @@ def compute_rates(
     s = np.where(sync, n_w / t_sync, s_async)
     moved = s / n_w  # steps/s of the exchange: a sync step, or one async worker's update
     ids = [j.job_id for j in jobs]
-    xn = np.array([p.comm.cross_node for p in plans]) * moved
-    xr = np.array([p.comm.cross_rack for p in plans]) * moved
-    task_ids = [t for p in plans for t in p.task_ids]
+    xn = k[:, _XNODE] * moved
+    xr = k[:, _XRACK] * moved
     return Rates(
-        dict(zip(ids, s.tolist())),
-        dict(zip(ids, xn.tolist())),
-        dict(zip(ids, xr.tolist())),
-        (jb * moved[:, None]).sum(axis=0),
+        ids,
+        s,
+        xn,
+        xr,
+        n_w * k[:, _GPU],
+        np.bincount(e_link, weights=e_bytes * moved[e_job], minlength=n_link),
         cpu_used,
         cnt[: cluster.n_gpus] > 0,
-        task_ids,
+        plans,
         got,
     )
 

@@ -1,0 +1,112 @@
+"""The incremental speed engine reproduces the full recomputation bit for bit.
+
+Expected fingerprints were recorded on main at 57d67e4, before speeds became incremental: a hash of
+every job's (id, repr(finish_s), repr(steps_done)), so one ulp of drift in any job's JCT fails;
+and, for a subset, a hash of the engine's running totals and timeline and one of every job's
+integrals and observations (bytes, run time, GPU-seconds, dominant share, losses, speeds).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+import baselines
+import dlclusterenv
+from dlclusterenv.workload import load_scenario
+
+PHILLY = Path(__file__).resolve().parents[2] / "shared" / "traces" / "philly_jobs.csv"
+
+CASES = {
+    ("tiny", "fifo"): "0ef96654784f9289",
+    ("tiny", "tiresias"): "f6024f1ffd0c0158",
+    ("default", "fifo"): "15fea6565ad1cec5",
+    ("default", "tiresias"): "9bac04f2ba9555cd",
+    ("default", "optimus"): "00a69174fe9c0329",
+    ("default", "drf"): "8a3f2c96a0c88e9b",
+    ("default", "dltap"): "981e27e03328ed4e",
+    ("default", "tetris"): "bde62eb07556bdb0",
+    ("default", "srtf-oracle"): "eacce9d0a2ca8c01",
+    ("default", "gandiva"): "c3a9832a2946f5eb",
+    ("default", "gavel"): "f30de0794458a062",
+    ("default", "k8s-default"): "1acb92ed149fd972",
+    ("default", "na"): "efc155cc5811db3b",
+    ("gandiva", "gandiva"): "a41e096da72593f1",
+    ("gandiva", "tiresias"): "25e546c3aa16f70a",
+    ("hetero_mixed", "gavel"): "839df47677edff40",
+    ("hetero_mixed", "gandiva"): "48d34b55baa7ed5b",
+    ("alibaba_types", "fifo"): "8cf580c840f5dac8",
+    ("d2s_fr", "d2s"): "f929c3757808068e",
+    ("d2s_mixed", "d2s"): "8ae15a9270231bd7",
+    ("flowcon_5", "flowcon"): "227dec83626d5276",
+    ("optimus", "optimus"): "36ce608f61135e1d",
+}
+TOTALS = {  # (totals and timeline, per-job integrals and observations)
+    ("default", "fifo"): ("ede2a253a539", "64e71f09a746"),
+    ("default", "tiresias"): ("82c9d6dbbe82", "eef6c13c5f6c"),
+    ("gandiva", "gandiva"): ("ce967d0b3155", "a972e92be654"),
+    ("hetero_mixed", "gavel"): ("d55b76ea2d4e", "ababd2464caa"),
+    ("d2s_fr", "d2s"): ("a730a071f492", "6c74df5b8965"),
+    ("flowcon_5", "flowcon"): ("b8d0619c5d9a", "4a6d0cc88d94"),
+    ("optimus", "optimus"): ("1d0258adb401", "29ba0e4a6341"),
+    ("alibaba_types", "fifo"): ("ccfc51fa4dcb", "0c3cb9761aef"),
+}
+PHILLY_CASES = {  # philly_busy, its first 300 jobs
+    ("philly_busy", "fifo"): "7c48c217ec6168cb",
+    ("philly_busy", "tiresias"): "27b624f773f454ec",
+}
+
+
+def fingerprint(scenario: str, policy: str, max_jobs: int | None = None) -> str:
+    sim = dlclusterenv.make_sim(load_scenario(scenario)[0].model_dump() if max_jobs else scenario, 0)
+    if max_jobs:
+        sim.specs = sim.specs[:max_jobs]
+    sim.run(baselines.make(policy))
+    rows = sorted((j.job_id, repr(j.finish_s), repr(j.steps_done)) for j in sim.jobs.values())
+    return hashlib.sha256(repr(rows).encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("case", sorted(CASES), ids=":".join)
+def test_every_jct_matches_the_full_recomputation(case):
+    assert fingerprint(*case) == CASES[case]
+
+
+@pytest.mark.skipif(not PHILLY.exists(), reason="needs ../shared/traces/philly_jobs.csv")
+@pytest.mark.parametrize("case", sorted(PHILLY_CASES), ids=":".join)
+def test_philly_replay_jcts_match_the_full_recomputation(case):
+    assert fingerprint(*case, max_jobs=300) == PHILLY_CASES[case]
+
+
+def _hash(value) -> str:
+    return hashlib.sha256(repr(value).encode()).hexdigest()[:12]
+
+
+@pytest.mark.parametrize("case", sorted(TOTALS), ids=":".join)
+def test_totals_and_observations_match_the_full_recomputation(case):
+    sim = dlclusterenv.make_sim(case[0], 0)
+    sim.run(baselines.make(case[1]))
+    t = sim.totals
+    totals = (t.job_seconds, t.cross_node_bytes, t.cross_rack_bytes, t.gpu_busy_s, t.cpu_used_s,
+              t.net_bytes, t.jain_s, t.jain_time, t.timeline)
+    jobs = sorted((j.job_id, j.bytes_cross_node, j.bytes_cross_rack, j.run_s, j.attained_gpu_s,
+                   j.dom_share_time, tuple(j.obs_loss), tuple(sorted(j.obs_speed.items())), j.last_speed)
+                  for j in sim.jobs.values())
+    assert (_hash(totals), _hash(jobs)) == TOTALS[case]
+
+
+def test_gpu_owners_are_read_at_the_decision_point():
+    sim = dlclusterenv.make_sim("default", 0)
+    fifo = baselines.make("fifo")
+    fifo.reset(0)
+    while not any(sim.gpu_tasks):
+        sim.decide(fifo)
+        sim.advance()
+    view = sim.view()
+    assert view.gpu_owners == tuple(tuple(o) for o in sim.gpu_tasks)
+    assert any(view.gpu_owners)
+    stale = sim.view()
+    sim.advance()
+    with pytest.raises(RuntimeError, match="decision point"):
+        stale.gpu_owners
