@@ -276,3 +276,40 @@ def test_fixed_shape_placer_and_shape_change_the_run():
     with pytest.raises(KeyError, match="unknown placer"):
         parse("fixed-1x2-nowhere")
     assert math.isfinite(a["avg_jct_s"])
+
+
+class _OldFixed8x8:
+    """benchmarks/learned_scheduler.py's own rule before it used FixedShape (transcribed as the
+    reference): (8, 8) for every pending job in arrival order, consolidated, where it fits."""
+
+    name, oracle = "fixed-8x8", False
+
+    def reset(self, seed=None):
+        pass
+
+    def decide(self, view):
+        from dlclusterenv.api import Decision
+        from dlclusterenv.placers import Capacity, add_placement, consolidate, place_job
+
+        d, cap = Decision(), Capacity.of(view)
+        for j in view.pending:
+            got = place_job(view.cluster, cap, consolidate, j.ps_demand, j.worker_demand, 8, 8)
+            if got is not None:
+                d.allocate[j.job_id] = (8, 8)
+                add_placement(d, j.job_id, *got)
+        return d
+
+
+@pytest.mark.parametrize("seed", [2000, 2001])
+def test_fixed_8x8_consolidate_is_learned_schedulers_old_rule(seed):
+    """learned_scheduler.py's reference row now runs FixedShape(8, 8, "consolidate"): on `default`
+    (every job PS) it makes the same decisions at the same times, so the same metrics."""
+    from dlclusterenv.benchmark import Recorder
+
+    old, new = Recorder(_OldFixed8x8()), Recorder(FixedShape(8, 8, "consolidate"))
+    a = make_sim("default", seed).run(old).summary()
+    b = make_sim("default", seed).run(new).summary()
+    assert old.lines == new.lines and len(old.lines) > 10
+    assert a == b
+    src = (Path(__file__).parents[1] / "benchmarks" / "learned_scheduler.py").read_text()
+    assert 'FixedShape(8, 8, "consolidate")' in src and "class FixedShape" not in src
