@@ -37,12 +37,30 @@ def _suite_file(tmp_path: Path, **change) -> Path:
     return path
 
 
-@pytest.mark.parametrize("name", ["tiny", "v1"])
+@pytest.mark.parametrize("name", ["tiny", "v1", "v2"])
 def test_shipped_suites_load(name):
     suite, path = load_suite(name)
     assert suite.version >= 1
     insts = instances(suite, path, say=lambda m: None)
     assert insts and all(i.entry.train.seeds and i.entry.test.seeds for i in insts)
+
+
+def test_v2_keeps_v1_and_adds_heavy_philly_and_heterogeneous_gpus():
+    """v2 = v1's instances (v1 still loads) + VC 6c71a0 at its 75th / 90th percentile load and the
+    K80 / P100 / V100 cluster with Gavel among the heuristics."""
+    v1, p1 = load_suite("v1")
+    v2, p2 = load_suite("v2")
+    k1 = {i.key for i in instances(v1, p1, lambda m: None)}
+    got = {i.key: i for i in instances(v2, p2, lambda m: None)}
+    assert v2.version == 2 and k1 < set(got)
+    assert set(got) - k1 == {"philly-6c71a0-nov@3x", "philly-6c71a0-nov@7x",
+                             "hetero-mixed@1x", "hetero-mixed@2x", "hetero-mixed@4x"}
+    assert "gavel" in v2.heuristics and "gavel" not in v1.heuristics
+    _, sc, seed = got["philly-6c71a0-nov@7x"].runs("test")[0]
+    assert sc.workload.load == 7
+    _, sc, seed = got["hetero-mixed@2x"].runs("test")[0]
+    cluster = build(sc, seed)[1]
+    assert len(set(cluster.node_gpu_type)) >= 2
 
 
 @pytest.mark.parametrize("change, field", [
