@@ -12,8 +12,9 @@
    constant wins because the cluster is idle, its lead must shrink as the load rises.
 3. Oracle objective: optimus-oracle's marginal gain (Q/f0 - Q/f1) / share grows with the remaining
    work Q, so at equal speed-up it feeds the *longest* job first, the opposite of SRPT; printed is
-   the avg JCT of the shortest and the longest half of the jobs (by trace work) under each policy.
-About 3-4 CPU-minutes with 2 workers.
+   the avg JCT of the shorter and the longer half of the jobs (by work alone on one GPU) under each
+   policy, which shows whether short jobs pay for it.
+About 6.5 CPU-minutes (8.7 min wall with 2 workers on this shared 2-core machine).
 """
 
 from __future__ import annotations
