@@ -162,7 +162,7 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--out", help="run directory: config.yaml, tb/, checkpoints/, model.zip")
     tr.add_argument("--resume", help="continue the run in this directory from its last checkpoint")
     bm = cmd("benchmark", "a frozen suite: reference rows, normalised scores, validity")
-    bm.add_argument("suite", nargs="?", default="v1", help="configs/benchmarks/NAME.yaml or a path")
+    bm.add_argument("suite", nargs="?", default="v2", help="configs/benchmarks/NAME.yaml or a path")
     bm.add_argument("--check", action="store_true", help="print the validity report only")
     bm.add_argument("--validate", metavar="LOG", help="replay a decision log (or a folder of them)")
     bm.add_argument("--policies", help="learned policies KIND:PATH, scored on the test split")

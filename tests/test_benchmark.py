@@ -38,12 +38,30 @@ def _suite_file(tmp_path: Path, **change) -> Path:
     return path
 
 
-@pytest.mark.parametrize("name", ["tiny", "v1"])
+@pytest.mark.parametrize("name", ["tiny", "v1", "v2"])
 def test_shipped_suites_load(name):
     suite, path = load_suite(name)
     assert suite.version >= 1
     insts = instances(suite, path, say=lambda m: None)
     assert insts and all(i.entry.train.seeds and i.entry.test.seeds for i in insts)
+
+
+def test_v2_keeps_v1_and_adds_heavy_philly_and_heterogeneous_gpus():
+    """v2 = v1's instances (v1 still loads) + VC 6c71a0 at its 75th / 90th percentile load and the
+    K80 / P100 / V100 cluster with Gavel among the heuristics."""
+    v1, p1 = load_suite("v1")
+    v2, p2 = load_suite("v2")
+    k1 = {i.key for i in instances(v1, p1, lambda m: None)}
+    got = {i.key: i for i in instances(v2, p2, lambda m: None)}
+    assert v2.version == 2 and k1 < set(got)
+    assert set(got) - k1 == {"philly-6c71a0-nov@3x", "philly-6c71a0-nov@7x",
+                             "hetero-mixed@1x", "hetero-mixed@2x", "hetero-mixed@4x"}
+    assert "gavel" in v2.heuristics and "gavel" not in v1.heuristics
+    _, sc, seed = got["philly-6c71a0-nov@7x"].runs("test")[0]
+    assert sc.workload.load == 7
+    _, sc, seed = got["hetero-mixed@2x"].runs("test")[0]
+    cluster = build(sc, seed)[1]
+    assert len(set(cluster.node_gpu_type)) >= 2
 
 
 @pytest.mark.parametrize("change, field", [
@@ -278,3 +296,40 @@ def test_fixed_shape_placer_and_shape_change_the_run():
     with pytest.raises(KeyError, match="unknown placer"):
         parse("fixed-1x2-nowhere")
     assert math.isfinite(a["avg_jct_s"])
+
+
+class _OldFixed8x8:
+    """benchmarks/learned_scheduler.py's own rule before it used FixedShape (transcribed as the
+    reference): (8, 8) for every pending job in arrival order, consolidated, where it fits."""
+
+    name, oracle = "fixed-8x8", False
+
+    def reset(self, seed=None):
+        pass
+
+    def decide(self, view):
+        from dlclusterenv.api import Decision
+        from dlclusterenv.placers import Capacity, add_placement, consolidate, place_job
+
+        d, cap = Decision(), Capacity.of(view)
+        for j in view.pending:
+            got = place_job(view.cluster, cap, consolidate, j.ps_demand, j.worker_demand, 8, 8)
+            if got is not None:
+                d.allocate[j.job_id] = (8, 8)
+                add_placement(d, j.job_id, *got)
+        return d
+
+
+@pytest.mark.parametrize("seed", [2000, 2001])
+def test_fixed_8x8_consolidate_is_learned_schedulers_old_rule(seed):
+    """learned_scheduler.py's reference row now runs FixedShape(8, 8, "consolidate"): on `default`
+    (every job PS) it makes the same decisions at the same times, so the same metrics."""
+    from dlclusterenv.benchmark import Recorder
+
+    old, new = Recorder(_OldFixed8x8()), Recorder(FixedShape(8, 8, "consolidate"))
+    a = make_sim("default", seed).run(old).summary()
+    b = make_sim("default", seed).run(new).summary()
+    assert old.lines == new.lines and len(old.lines) > 10
+    assert a == b
+    src = (Path(__file__).parents[1] / "benchmarks" / "learned_scheduler.py").read_text()
+    assert 'FixedShape(8, 8, "consolidate")' in src and "class FixedShape" not in src
