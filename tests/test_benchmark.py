@@ -18,6 +18,7 @@ from dlclusterenv.benchmark import (
 from dlclusterenv.cli import main
 from dlclusterenv.config import CONFIG_DIR, ConfigError
 from dlclusterenv.profiles import shared_dir
+from dlclusterenv.traces import data_path
 from dlclusterenv.workload import build
 
 
@@ -54,11 +55,13 @@ def test_v2_keeps_v1_and_adds_heavy_philly_and_heterogeneous_gpus():
     k1 = {i.key for i in instances(v1, p1, lambda m: None)}
     got = {i.key: i for i in instances(v2, p2, lambda m: None)}
     assert v2.version == 2 and k1 < set(got)
-    assert set(got) - k1 == {"philly-6c71a0-nov@3x", "philly-6c71a0-nov@7x",
-                             "hetero-mixed@1x", "hetero-mixed@2x", "hetero-mixed@4x"}
+    philly = data_path("../shared/traces/philly_jobs.csv").exists()  # else its instances are skipped
+    assert set(got) - k1 == {"hetero-mixed@1x", "hetero-mixed@2x", "hetero-mixed@4x"} | (
+        {"philly-6c71a0-nov@3x", "philly-6c71a0-nov@7x"} if philly else set())
     assert "gavel" in v2.heuristics and "gavel" not in v1.heuristics
-    _, sc, seed = got["philly-6c71a0-nov@7x"].runs("test")[0]
-    assert sc.workload.load == 7
+    if philly:
+        _, sc, seed = got["philly-6c71a0-nov@7x"].runs("test")[0]
+        assert sc.workload.load == 7
     _, sc, seed = got["hetero-mixed@2x"].runs("test")[0]
     cluster = build(sc, seed)[1]
     assert len(set(cluster.node_gpu_type)) >= 2
