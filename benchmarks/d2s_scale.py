@@ -12,9 +12,7 @@ time of that one decide() call, the Task -> Node arcs of its flows, and what it 
 from __future__ import annotations
 
 import argparse
-import cProfile
 import pstats
-import time
 
 import numpy as np
 
@@ -24,7 +22,7 @@ from dlclusterenv.jobs import JobSpec
 from dlclusterenv.sim import Simulator
 from dlclusterenv.workload import build
 
-from optimus_scale import MODELS, scale_cluster  # same cluster and model mix
+from optimus_scale import MODELS, scale_cluster, timed_decide  # same cluster, model mix and timing
 
 
 def main() -> None:
@@ -52,14 +50,7 @@ def main() -> None:
 
     d2s_mod.solve_flow = counting
     sched = D2S(merge=not a.no_merge)
-    prof = cProfile.Profile() if a.profile else None
-    t0, c0 = time.perf_counter(), time.process_time()
-    if prof:
-        prof.enable()
-    d = sched.decide(view)
-    if prof:
-        prof.disable()
-    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+    d, dt, cpu, prof = timed_decide(sched, view, a.profile)
     print(f"{a.jobs} jobs, {a.jobs * (a.workers + 1):,} tasks, {cluster.n_nodes} nodes, "
           f"merge={sched.merge}: one decision in {dt:.2f} s wall, {cpu:.2f} s CPU; "
           f"{len(arcs)} flows, {sum(arcs):,} Task -> Node arcs (largest {max(arcs):,}); "

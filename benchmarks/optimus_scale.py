@@ -61,6 +61,18 @@ def seeded_optimus(cluster, zoo) -> Optimus:
     return opt
 
 
+def timed_decide(scheduler, view, profile: bool):
+    """One decision: (decision, wall s, CPU s, the cProfile.Profile or None)."""
+    prof = cProfile.Profile() if profile else None
+    t0, c0 = time.perf_counter(), time.process_time()
+    if prof:
+        prof.enable()
+    d = scheduler.decide(view)
+    if prof:
+        prof.disable()
+    return d, time.perf_counter() - t0, time.process_time() - c0, prof
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=4000)
@@ -76,14 +88,7 @@ def main() -> None:
     opt = seeded_optimus(cluster, zoo)
     opt.fast = not a.plain
     view = sim.view()
-    prof = cProfile.Profile() if a.profile else None
-    t0, c0 = time.perf_counter(), time.process_time()
-    if prof:
-        prof.enable()
-    d = opt.decide(view)
-    if prof:
-        prof.disable()
-    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+    d, dt, cpu, prof = timed_decide(opt, view, a.profile)
     jobs_placed = {tid.rpartition("/")[0] for tid in d.place}
     print(
         f"{a.jobs} jobs, {cluster.n_nodes} nodes, fast={opt.fast}: one decision in {dt:.2f} s "
