@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from dlclusterenv.cluster import Cluster, build_cluster
 from dlclusterenv.config import ClusterConfig, ModelSpec, ModelZoo
 from dlclusterenv.jobs import JobSpec
+from dlclusterenv.profiles import shared_dir
 from dlclusterenv.sim import Simulator
+
+# The shared, read-only data (../shared or $DLCLUSTER_SHARED): a clean clone without it skips the
+# tests that read it.
+PHILLY_CSV = shared_dir() / "traces" / "philly_jobs.csv"
+needs_philly = pytest.mark.skipif(not PHILLY_CSV.exists(), reason=f"needs {PHILLY_CSV}")
+
+
+def shared_file(*parts: str) -> Path:
+    """A file of the shared data, or skip the calling test when it is absent."""
+    path = shared_dir().joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared data file absent: {path}")
+    return path
 
 
 def make_cluster(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from helpers import make_cluster, make_sim, make_zoo, model_dict
+from helpers import make_cluster, make_sim, make_zoo, model_dict, shared_file
 
 import baselines
 import dlclusterenv
@@ -292,10 +292,7 @@ def test_fast_placement_same_decisions(scenario, name, points):
     """Issue 12 item 10: _Free (sorted node orders kept up to date, trials touching only their
     nodes) decides exactly as the plain whole-array functions (fast=False)."""
     if scenario == "philly":
-        from dlclusterenv.profiles import shared_dir
-
-        if not (shared_dir() / "traces" / "philly_jobs.csv").exists():
-            pytest.skip("shared Philly trace absent")
+        shared_file("traces", "philly_jobs.csv")
     fast = _decisions(scenario, name, True, points)
     assert len(fast) > 100
     assert fast == _decisions(scenario, name, False, points)

@@ -17,9 +17,9 @@ from dlclusterenv.benchmark import (
 )
 from dlclusterenv.cli import main
 from dlclusterenv.config import CONFIG_DIR, ConfigError
-from dlclusterenv.profiles import shared_dir
 from dlclusterenv.traces import data_path
 from dlclusterenv.workload import build
+from helpers import needs_philly
 
 
 def _suite_file(tmp_path: Path, **change) -> Path:
@@ -105,7 +105,7 @@ def test_absent_trace_is_skipped_with_a_message():
     assert any("alibaba-openb" in m and "not present" in m for m in said)
 
 
-@pytest.mark.skipif(not (shared_dir() / "traces/philly_jobs.csv").exists(), reason="needs ../shared")
+@needs_philly
 def test_trace_windows_of_the_splits_replay_different_jobs():
     suite, path = load_suite("v1")
     inst = next(i for i in instances(suite, path, lambda m: None) if i.key == "philly-6c71a0-nov@1x")

@@ -9,15 +9,14 @@ integrals and observations (bytes, run time, GPU-seconds, dominant share, losses
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import pytest
 
 import baselines
 import dlclusterenv
 from dlclusterenv.workload import load_scenario
+from helpers import needs_philly
 
-PHILLY = Path(__file__).resolve().parents[2] / "shared" / "traces" / "philly_jobs.csv"
 
 CASES = {
     ("tiny", "fifo"): "0ef96654784f9289",
@@ -73,7 +72,7 @@ def test_every_jct_matches_the_full_recomputation(case):
     assert fingerprint(*case) == CASES[case]
 
 
-@pytest.mark.skipif(not PHILLY.exists(), reason="needs ../shared/traces/philly_jobs.csv")
+@needs_philly
 @pytest.mark.parametrize("case", sorted(PHILLY_CASES), ids=":".join)
 def test_philly_replay_jcts_match_the_full_recomputation(case):
     assert fingerprint(*case, max_jobs=300) == PHILLY_CASES[case]

@@ -27,8 +27,8 @@ from dlclusterenv.evaluate import (
     sweep,
     write_csv,
 )
-from dlclusterenv.profiles import shared_dir
 from dlclusterenv.workload import build
+from helpers import needs_philly
 
 # Policies that decide differently: arrival order, random placement, resizing and preemption, GPU sharing.
 POLICIES = ["fifo", "random", "optimus", "gandiva"]
@@ -78,7 +78,7 @@ def test_jobs_csv_one_row_per_job_per_run_and_identical_arrivals(out):
     assert {j.arrival_s for j in build("tiny", 0)[3]} != {j.arrival_s for j in build("tiny", 1)[3]}
 
 
-@pytest.mark.skipif(not (shared_dir() / "traces/philly_jobs.csv").exists(), reason="needs ../shared")
+@needs_philly
 def test_jobs_csv_names_synthetic_fields_of_a_trace_replay(tmp_path):
     sc = {"name": "philly-slice", "cluster": "philly", "workload": {
         "kind": "trace", "models": {"ResNet-50": 1.0},

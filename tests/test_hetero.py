@@ -16,7 +16,7 @@ from dlclusterenv.sim import DEFAULT_PACKING
 from dlclusterenv.speed import SpeedError, alone_speed
 from dlclusterenv.workload import build
 
-from helpers import model_dict
+from helpers import model_dict, shared_file
 
 GAVEL_ZOO = load_zoo(CONFIG_DIR / "zoos" / "gavel.yaml")
 
@@ -39,10 +39,7 @@ def speed(cluster, model: str, worker_nodes, zoo=GAVEL_ZOO) -> float:
 
 
 def _gavel_json():
-    path = shared_dir() / "profiles" / "gavel_throughputs.json"
-    if not path.exists():
-        pytest.skip(f"shared data file absent: {path}")
-    return json.loads(path.read_text())
+    return json.loads(shared_file("profiles", "gavel_throughputs.json").read_text())
 
 
 @pytest.mark.parametrize("gpu", ["K80", "P100", "V100", "T4"])

@@ -18,18 +18,12 @@ from dlclusterenv.profiles import (
     packing_speed,
     shared_dir,
 )
-
-
-def _shared_file(*parts: str) -> Path:
-    path = shared_dir().joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"shared data file absent: {path}")
-    return path
+from helpers import shared_file
 
 
 @pytest.fixture(scope="module")
 def gavel() -> dict[str, list[GavelPair]]:
-    return load_gavel(_shared_file("profiles", "gavel_throughputs.json"))
+    return load_gavel(shared_file("profiles", "gavel_throughputs.json"))
 
 
 def test_shared_dir_env_override_and_default(monkeypatch, tmp_path):
@@ -164,7 +158,7 @@ def test_pooled_fit_is_in_gandiva_direction(gavel):
 
 # ----------------------------------------------------------------------------- Pollux
 def test_load_pollux_placements_real_file():
-    records = load_pollux_placements(_shared_file("profiles", "pollux_imagenet_placements.csv"))
+    records = load_pollux_placements(shared_file("profiles", "pollux_imagenet_placements.csv"))
     assert len(records) == 864
     assert len({r.placement for r in records}) == 108
     assert all(isinstance(r.placement, str) for r in records)

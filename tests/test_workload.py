@@ -15,13 +15,13 @@ from dlclusterenv import ConfigError, make_sim
 from dlclusterenv.cluster import build_cluster
 from dlclusterenv.config import load_zoo
 from dlclusterenv.jobs import Job
-from dlclusterenv.profiles import shared_dir
 from dlclusterenv.traces import TraceError
 from dlclusterenv.sim import DEFAULT_PACKING
 from dlclusterenv.speed import alone_speed
 from dlclusterenv.workload import (
     Scenario, generate_jobs, load_scenario, prepare, replay_summary, trace_placement,
 )
+from helpers import PHILLY_CSV, needs_philly
 
 ZOO = load_zoo()
 TINY = build_cluster("tiny")
@@ -83,7 +83,7 @@ def test_unknown_preset_lists_the_valid_ones():
         make_sim("no-such-scenario")
 
 
-@pytest.mark.skipif(not (shared_dir() / "traces/philly_jobs.csv").exists(), reason="needs ../shared")
+@needs_philly
 def test_philly_replay_is_labelled_synthetic_and_follows_durations():
     sc, _ = load_scenario("philly")
     sc = sc.model_copy(
@@ -96,7 +96,7 @@ def test_philly_replay_is_labelled_synthetic_and_follows_durations():
     assert all("model" in s.synthetic for s in specs)
     from dlclusterenv.traces import load_philly_csv
 
-    trace = load_philly_csv(shared_dir() / "traces/philly_jobs.csv", vc="11cb48",
+    trace = load_philly_csv(PHILLY_CSV, vc="11cb48",
                             start="2017-10-09", end="2017-10-16", first_n=300)
     assert [s.num_workers for s in specs] == [j.num_gpus for j in trace.jobs]
     # the replay keeps each job's trace duration at its trace placement, uncapped
@@ -371,7 +371,7 @@ def test_tick_s_lets_optimus_resize_a_lone_job():
     assert out[600][0] < out[None][0]
 
 
-@pytest.mark.skipif(not (shared_dir() / "traces/philly_jobs.csv").exists(), reason="needs ../shared")
+@needs_philly
 def test_busy_philly_preset_loads_the_cluster():
     """philly_busy is the README load table's busy row: most of the cluster's GPU capacity over its
     day of submits, where the one-VC `philly` week offers under 1%."""
