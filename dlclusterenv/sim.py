@@ -650,7 +650,7 @@ class Simulator:
         self.version += 1
         if dt > 0:
             # running jobs in _holding's order; per-job products vectorised, totals summed in
-            # that order (cumsum adds one job after the other)
+            # that order, one job after the other
             rows = [(j, r.row[j.job_id]) for j in self._holding if j.job_id in r.row]
             idx = np.array([i for _, i in rows], dtype=np.int64)
             speed = r.speed_arr[idx]
@@ -665,8 +665,8 @@ class Simulator:
                 job.attained_gpu_s += g
                 job.bytes_cross_node += n
                 job.bytes_cross_rack += k
-            tot.cross_node_bytes = float(np.cumsum(np.concatenate([[tot.cross_node_bytes], xn]))[-1])
-            tot.cross_rack_bytes = float(np.cumsum(np.concatenate([[tot.cross_rack_bytes], xr]))[-1])
+                tot.cross_node_bytes += n
+                tot.cross_rack_bytes += k
             tot.gpu_busy_s += r.gpus_busy * dt
             tot.cpu_used_s += r.cores_used * dt
             tot.net_bytes += r.nic_Bps * dt
