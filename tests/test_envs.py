@@ -167,14 +167,21 @@ def test_episode_end_reports_metrics(env_id):
     assert state_of(env.unwrapped.sim) == before
 
 
+def _end_rounds(env, n: int):
+    """Ends rounds (the end action) until the episode ends, at most n steps: (steps taken,
+    terminated, truncated, last info)."""
+    for i in range(1, n + 1):
+        _, _, term, trunc, info = env.step(end_action(env))
+        if term or trunc:
+            break
+    return i, term, trunc, info
+
+
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_truncation_at_max_steps(env_id):
     env = make_env(env_id, max_steps=25)
     env.reset(seed=0)
-    for i in range(1, 26):
-        _, _, term, trunc, info = env.step(end_action(env))
-        if term or trunc:
-            break
+    i, term, trunc, info = _end_rounds(env, 25)
     assert i == 25 and trunc and not term
     assert "metrics" in info and info["metrics"]["jobs_unfinished"] > 0
     assert info["episode_end"] == "max_steps"
@@ -208,10 +215,7 @@ def test_stalled_episode_truncates():
     the simulator stops with jobs pending, and that is a truncation too, not a termination."""
     env = gym.make("DLClusterPlace-v0", scenario=_tiny_with(tick_s=None, horizon_s=math.inf))
     env.reset(seed=0)
-    for _ in range(10_000):
-        _, _, term, trunc, info = env.step(end_action(env))
-        if term or trunc:
-            break
+    _, term, trunc, info = _end_rounds(env, 10_000)
     assert trunc and not term and info["episode_end"] == "stalled"
     assert info["metrics"]["jobs_unfinished"] > 0
 
@@ -222,10 +226,7 @@ def test_time_limit_wrapper_truncates():
     assert gym.spec("DLCluster-v0").max_episode_steps is None
     env = gym.make("DLClusterPlace-v0", scenario="tiny", max_episode_steps=7)
     env.reset(seed=0)
-    for i in range(1, 8):
-        _, _, term, trunc, _ = env.step(end_action(env))
-        if term or trunc:
-            break
+    i, term, trunc, _ = _end_rounds(env, 7)
     assert i == 7 and trunc and not term
 
 

@@ -147,8 +147,9 @@ class ClusterEnv(gym.Env):
     ("finished", "horizon", "max_steps", "stalled") and `info["metrics"]` carries the simulator's
     metrics. The ids register no `max_episode_steps`: an episode's length grows with the
     scenario's jobs and tasks (a random placement episode: 93 steps on `tiny`, 740 on `default`,
-    more again on a trace replay of thousands of jobs), so no one number fits every scenario, and gymnasium's TimeLimit would ignore a `max_steps` given in
-    a `config=` YAML; pass `max_steps=` (or `gym.make(..., max_episode_steps=n)`) instead.
+    more again on a trace replay of thousands of jobs), so no one number fits every scenario, and
+    gymnasium's TimeLimit would ignore a `max_steps` given in a `config=` YAML; pass `max_steps=`
+    (or `gym.make(..., max_episode_steps=n)`) instead.
 
     ## Arguments
     `scenario` (preset, YAML path, dict or Scenario), `config` (YAML of these arguments),
