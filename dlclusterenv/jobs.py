@@ -70,12 +70,17 @@ def convergence_epoch(spec: ModelSpec, epoch_scale: float = 1.0) -> int:
     return min(max(round(lo * epoch_scale), 1), spec.convergence.max_epochs)
 
 
+def steps_per_epoch(spec: ModelSpec, job: JobSpec) -> int:
+    """Local batches per epoch over the job's part of the data set (`JobSpec.data_fraction`)."""
+    return max(1, round(spec.steps_per_epoch * job.data_fraction))
+
+
 def job_epochs(spec: ModelSpec, job: JobSpec) -> int:
-    """Epochs the job trains: its replayed work rounded up to whole epochs (at least one, and
-    possibly beyond the model's budget: a trace job ran as long as it ran), else its convergence
-    epoch."""
+    """Epochs the job trains: its replayed work rounded up to whole epochs of its own (at least
+    one, and possibly beyond the model's budget: a trace job ran as long as it ran), else its
+    convergence epoch."""
     if job.work_steps is not None:
-        return max(math.ceil(job.work_steps / spec.steps_per_epoch), 1)
+        return max(math.ceil(job.work_steps / steps_per_epoch(spec, job)), 1)
     return convergence_epoch(spec, job.epoch_scale)
 
 
@@ -142,8 +147,8 @@ class Job:
 
     @cached_property
     def steps_per_epoch(self) -> int:
-        """Local batches per epoch over the job's part of the data set (`JobSpec.data_fraction`)."""
-        return max(1, round(self.model.steps_per_epoch * self.spec.data_fraction))
+        """Local batches per epoch (module function `steps_per_epoch`)."""
+        return steps_per_epoch(self.model, self.spec)
 
     @cached_property
     def total_steps(self) -> float:
