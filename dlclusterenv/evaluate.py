@@ -60,7 +60,7 @@ from . import make_sim, schedulers
 from .metrics import JobRecord, ci95
 from .plots import figures
 from .schedulers import PolicyError
-from .workload import Scenario, build, load_scenario
+from .workload import Scenario, build
 
 BACKENDS = ("local", "ray")
 
@@ -319,12 +319,6 @@ def load_runs(out: Path, tasks: list[tuple[str, int]], fingerprint: str) -> dict
     return done
 
 
-def fingerprint(scenario) -> str:
-    """The scenario as it resolves (every field), which a saved run must match to be reused."""
-    sc, _ = load_scenario(scenario)
-    return sc.model_dump_json()
-
-
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     """`write(tmp)` fills a temporary file beside `path`, which then replaces `path` in one rename.
     On any error the temporary file is removed and `path` keeps its old content."""
@@ -445,8 +439,8 @@ def evaluate(
     """The sweep, each run saved as it finishes, then runs.csv, jobs.csv, timing.csv and the plots
     in `out`; returns the leaderboard. `resume` reuses the runs saved in `out`. See the module
     docstring for how `out` is held and filled."""
-    name = build(scenario, 0)[0].name  # a bad scenario fails here, once, before any worker or Ray task starts
-    key = fingerprint(scenario)
+    sc = build(scenario, 0)[0]  # a bad scenario fails here, once, before any worker or Ray task starts
+    key = sc.model_dump_json()  # the scenario as it resolves (every field): a saved run must match it
     with claim(out):
         (out / PER_RUN).mkdir(exist_ok=True)
         tasks = [(p, s) for p in policies for s in range(first_seed, first_seed + seeds)]
@@ -470,7 +464,7 @@ def evaluate(
                 {"policy": r.policy, "seed": r.seed, "decision_latency_ms": r.latency_ms, "wall_s": r.wall_s}
                 for r in results
             ])
-            plots(stage, [r["policy"] for r in board], results, name)  # bars, panels in board order
+            plots(stage, [r["policy"] for r in board], results, sc.name)  # bars, panels in board order
             _move_all(stage, out)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
