@@ -312,9 +312,9 @@ def load_runs(out: Path, tasks: list[tuple[str, int]], fingerprint: str) -> dict
                                     "choose another --out")
             data["timeline"] = tuple(tuple(row) for row in data["timeline"])
             done[(policy, seed)] = RunResult(**data)
+        except EvaluateError:
+            raise
         except (ValueError, KeyError, TypeError) as exc:
-            if isinstance(exc, EvaluateError):
-                raise
             raise EvaluateError(f"--resume: {path}: not a saved run ({exc}); remove it") from None
     return done
 
