@@ -343,10 +343,10 @@ def plan(suite: Suite, insts: list[Instance], out: Path, learned: list[str] = ()
 
 
 def execute(tasks: list[Task], workers: int = 1, progress: bool = True) -> list[dict]:
-    from tqdm import tqdm
-
     """Every task, in plan order (each run is a pure function of its task, so the rows do not
     depend on `workers`)."""
+    from tqdm import tqdm
+
     rows: list[dict] = []
     with tqdm(total=len(tasks), desc="runs", unit="run", file=sys.stderr, disable=not progress) as bar:
         if workers <= 1:
