@@ -187,9 +187,11 @@ def figures(policies: list[str], results: list[RunResult], scenario: str = "") -
     fig, ax = plt.subplots(figsize=(11, 4.8))
     x = np.arange(len(policies))
     tiny = None
+    zero = {}  # key -> policies with no traffic, annotated "0" below the log axis
     for k, (key, label, marker) in enumerate((("cross_node_gb", "across nodes", "o"),
                                               ("cross_rack_gb", "across racks", "s"))):
         m, e = per(key)
+        zero[key] = np.flatnonzero(m <= 0)
         pos = m > 0
         lo = np.minimum(e, m * 0.9)  # a lower bound at or below 0 has no place on a log axis
         for i in np.flatnonzero(pos):
@@ -208,8 +210,7 @@ def figures(policies: list[str], results: list[RunResult], scenario: str = "") -
     if tiny is not None:
         ax.set_yscale("log")
         for k, key in enumerate(("cross_node_gb", "cross_rack_gb")):
-            m, _ = per(key)
-            for i in np.flatnonzero(m <= 0):
+            for i in zero[key]:
                 ax.annotate("0", (x[i] + 0.15 * (2 * k - 1), tiny / 2), ha="center", fontsize=7)
         ax.set_ylim(bottom=tiny / 3)
     ax.set(ylabel="GB per run (log)", title=f"Network traffic, 95% interval over seeds: {where}")
