@@ -241,6 +241,11 @@ def _noting(handler: Callable, raised: list[BaseException]) -> Callable:
     return noted
 
 
+def _tasks(policies: list[str], seeds: int, first_seed: int) -> list[tuple[str, int]]:
+    """(policy, seed) of every run, in policy x seed order (the order of the CSV rows)."""
+    return [(p, s) for p in policies for s in range(first_seed, first_seed + seeds)]
+
+
 def sweep(
     scenario, policies: list[str], seeds: int, *, workers: int = 0, backend: str = "local",
     ray_address: str | None = None, progress: bool = True, first_seed: int = 0,
@@ -257,7 +262,7 @@ def sweep(
         raise EvaluateError(f"--workers must be 0 (one per core) or more, got {workers}")
     if backend not in BACKENDS:
         raise EvaluateError(f"--backend {backend!r}: valid: {', '.join(BACKENDS)}")
-    tasks = [(p, s) for p in policies for s in range(first_seed, first_seed + seeds)]
+    tasks = _tasks(policies, seeds, first_seed)
     done = {t: r for t, r in (done or {}).items() if t in tasks}
     todo = [t for t in tasks if t not in done]
     runs = (_run_ray(scenario, todo, workers, ray_address) if backend == "ray"
@@ -443,7 +448,7 @@ def evaluate(
     key = sc.model_dump_json()  # the scenario as it resolves (every field): a saved run must match it
     with claim(out):
         (out / PER_RUN).mkdir(exist_ok=True)
-        tasks = [(p, s) for p in policies for s in range(first_seed, first_seed + seeds)]
+        tasks = _tasks(policies, seeds, first_seed)
         if resume:
             done = load_runs(out, tasks, key)
         else:
