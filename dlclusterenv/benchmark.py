@@ -35,6 +35,7 @@ import math
 import multiprocessing
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -343,21 +344,16 @@ def plan(suite: Suite, insts: list[Instance], out: Path, learned: list[str] = ()
 
 
 def execute(tasks: list[Task], workers: int = 1, progress: bool = True) -> list[dict]:
-    from tqdm import tqdm
-
     """Every task, in plan order (each run is a pure function of its task, so the rows do not
     depend on `workers`)."""
+    from tqdm import tqdm
+
+    pool = multiprocessing.get_context("fork").Pool(workers) if workers > 1 else nullcontext()
     rows: list[dict] = []
-    with tqdm(total=len(tasks), desc="runs", unit="run", file=sys.stderr, disable=not progress) as bar:
-        if workers <= 1:
-            for t in tasks:
-                rows.append(run_task(t))
-                bar.update()
-        else:
-            with multiprocessing.get_context("fork").Pool(workers) as pool:
-                for r in pool.imap(run_task, tasks):
-                    rows.append(r)
-                    bar.update()
+    with pool, tqdm(total=len(tasks), desc="runs", unit="run", file=sys.stderr, disable=not progress) as bar:
+        for r in (pool.imap if workers > 1 else map)(run_task, tasks):
+            rows.append(r)
+            bar.update()
     return rows
 
 

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import signal
 import sys
@@ -29,11 +28,6 @@ config file), reported before any run starts; 1 a run failed (its traceback is p
 
 class UsageError(ValueError):
     """A bad command-line argument; exit status 2."""
-
-
-def _did_you_mean(word: str, valid) -> str:
-    close = difflib.get_close_matches(word, list(valid), n=1)
-    return f"did you mean {close[0]!r}? " if close else ""
 
 
 def _out_dir(flag: str, path: str) -> Path:
@@ -180,7 +174,7 @@ def _main(argv: list[str] | None) -> int:
             from baselines import reproduce
 
             if a.name not in reproduce.NAMES:
-                raise UsageError(f"unknown experiment {a.name!r}; {_did_you_mean(a.name, reproduce.NAMES)}"
+                raise UsageError(f"unknown experiment {a.name!r}; {schedulers.did_you_mean(a.name, reproduce.NAMES)}"
                                  f"valid: {', '.join(reproduce.NAMES)}")
             claims = reproduce.run(a.name, a.seeds)
             w = max(len(c.claim) for c in claims)

@@ -60,7 +60,7 @@ from . import make_sim, schedulers
 from .metrics import JobRecord, ci95
 from .plots import figures
 from .schedulers import PolicyError
-from .workload import Scenario, build, load_scenario
+from .workload import Scenario, build
 
 BACKENDS = ("local", "ray")
 
@@ -241,6 +241,11 @@ def _noting(handler: Callable, raised: list[BaseException]) -> Callable:
     return noted
 
 
+def _tasks(policies: list[str], seeds: int, first_seed: int) -> list[tuple[str, int]]:
+    """(policy, seed) of every run, in policy x seed order (the order of the CSV rows)."""
+    return [(p, s) for p in policies for s in range(first_seed, first_seed + seeds)]
+
+
 def sweep(
     scenario, policies: list[str], seeds: int, *, workers: int = 0, backend: str = "local",
     ray_address: str | None = None, progress: bool = True, first_seed: int = 0,
@@ -257,7 +262,7 @@ def sweep(
         raise EvaluateError(f"--workers must be 0 (one per core) or more, got {workers}")
     if backend not in BACKENDS:
         raise EvaluateError(f"--backend {backend!r}: valid: {', '.join(BACKENDS)}")
-    tasks = [(p, s) for p in policies for s in range(first_seed, first_seed + seeds)]
+    tasks = _tasks(policies, seeds, first_seed)
     done = {t: r for t, r in (done or {}).items() if t in tasks}
     todo = [t for t in tasks if t not in done]
     runs = (_run_ray(scenario, todo, workers, ray_address) if backend == "ray"
@@ -312,17 +317,11 @@ def load_runs(out: Path, tasks: list[tuple[str, int]], fingerprint: str) -> dict
                                     "choose another --out")
             data["timeline"] = tuple(tuple(row) for row in data["timeline"])
             done[(policy, seed)] = RunResult(**data)
+        except EvaluateError:
+            raise
         except (ValueError, KeyError, TypeError) as exc:
-            if isinstance(exc, EvaluateError):
-                raise
             raise EvaluateError(f"--resume: {path}: not a saved run ({exc}); remove it") from None
     return done
-
-
-def fingerprint(scenario) -> str:
-    """The scenario as it resolves (every field), which a saved run must match to be reused."""
-    sc, _ = load_scenario(scenario)
-    return sc.model_dump_json()
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
@@ -445,11 +444,11 @@ def evaluate(
     """The sweep, each run saved as it finishes, then runs.csv, jobs.csv, timing.csv and the plots
     in `out`; returns the leaderboard. `resume` reuses the runs saved in `out`. See the module
     docstring for how `out` is held and filled."""
-    name = build(scenario, 0)[0].name  # a bad scenario fails here, once, before any worker or Ray task starts
-    key = fingerprint(scenario)
+    sc = build(scenario, 0)[0]  # a bad scenario fails here, once, before any worker or Ray task starts
+    key = sc.model_dump_json()  # the scenario as it resolves (every field): a saved run must match it
     with claim(out):
         (out / PER_RUN).mkdir(exist_ok=True)
-        tasks = [(p, s) for p in policies for s in range(first_seed, first_seed + seeds)]
+        tasks = _tasks(policies, seeds, first_seed)
         if resume:
             done = load_runs(out, tasks, key)
         else:
@@ -470,7 +469,7 @@ def evaluate(
                 {"policy": r.policy, "seed": r.seed, "decision_latency_ms": r.latency_ms, "wall_s": r.wall_s}
                 for r in results
             ])
-            plots(stage, [r["policy"] for r in board], results, name)  # bars, panels in board order
+            plots(stage, [r["policy"] for r in board], results, sc.name)  # bars, panels in board order
             _move_all(stage, out)
         finally:
             shutil.rmtree(stage, ignore_errors=True)

@@ -97,9 +97,6 @@ def figures(policies: list[str], results: list[RunResult], scenario: str = "") -
 
     figs: dict = {}
 
-    def save(fig, name: str) -> None:
-        figs[name] = fig
-
     def per(key: str, scale: float = 1.0):
         xs = [np.array([r.summary[key] for r in runs[p]], dtype=float) / scale for p in policies]
         return np.array([x.mean() if len(x) else 0.0 for x in xs]), np.array([ci95(x) for x in xs])
@@ -141,7 +138,7 @@ def figures(policies: list[str], results: list[RunResult], scenario: str = "") -
     fig.suptitle(f"Job completion time: {where}")
     fig.tight_layout(rect=(0, 0.1, 1, 1))
     legend(fig, a)
-    save(fig, "jct")
+    figs["jct"] = fig
 
     # queueing.png: time from arrival to first start (bars: avg_queue_s, where a job never started
     # counts to the run's end)
@@ -151,7 +148,7 @@ def figures(policies: list[str], results: list[RunResult], scenario: str = "") -
     fig.suptitle(f"Queueing delay: {where}")
     fig.tight_layout(rect=(0, 0.1, 1, 1))
     legend(fig, a)
-    save(fig, "queueing")
+    figs["queueing"] = fig
 
     # utilisation.png: GPU use over time on the first seed evaluated (timelines differ per seed)
     first = min((r.seed for r in results), default=0)
@@ -165,7 +162,7 @@ def figures(policies: list[str], results: list[RunResult], scenario: str = "") -
 
     fig = _small_multiples(plt, policies, util, f"GPU utilisation: scenario {scenario}, seed {first}"
                            if scenario else f"GPU utilisation, seed {first}", "GPUs busy")
-    save(fig, "utilisation")
+    figs["utilisation"] = fig
 
     # pending.png: jobs arrived and not yet started, mean over seeds on a common grid
     horizon = max((_end(r) for r in results), default=0.0)
@@ -184,15 +181,17 @@ def figures(policies: list[str], results: list[RunResult], scenario: str = "") -
 
     fig = _small_multiples(plt, policies, pending,
                            f"Jobs waiting for their first start (mean over seeds): {where}", "jobs")
-    save(fig, "pending")
+    figs["pending"] = fig
 
     # traffic.png: log scale (policies differ by orders of magnitude), intervals clipped above 0
     fig, ax = plt.subplots(figsize=(11, 4.8))
     x = np.arange(len(policies))
     tiny = None
+    zero = {}  # key -> policies with no traffic, annotated "0" below the log axis
     for k, (key, label, marker) in enumerate((("cross_node_gb", "across nodes", "o"),
                                               ("cross_rack_gb", "across racks", "s"))):
         m, e = per(key)
+        zero[key] = np.flatnonzero(m <= 0)
         pos = m > 0
         lo = np.minimum(e, m * 0.9)  # a lower bound at or below 0 has no place on a log axis
         for i in np.flatnonzero(pos):
@@ -211,14 +210,13 @@ def figures(policies: list[str], results: list[RunResult], scenario: str = "") -
     if tiny is not None:
         ax.set_yscale("log")
         for k, key in enumerate(("cross_node_gb", "cross_rack_gb")):
-            m, _ = per(key)
-            for i in np.flatnonzero(m <= 0):
+            for i in zero[key]:
                 ax.annotate("0", (x[i] + 0.15 * (2 * k - 1), tiny / 2), ha="center", fontsize=7)
         ax.set_ylim(bottom=tiny / 3)
     ax.set(ylabel="GB per run (log)", title=f"Network traffic, 95% interval over seeds: {where}")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     fig.tight_layout()
-    save(fig, "traffic")
+    figs["traffic"] = fig
 
     # locality.png: stacked fractions per policy
     fig, ax = plt.subplots(figsize=(11, 4.8))
@@ -232,5 +230,5 @@ def figures(policies: list[str], results: list[RunResult], scenario: str = "") -
     ax.set(ylabel="fraction of worker starts", title=f"Input locality (D²S Table 1 classes): {where}")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     fig.tight_layout()
-    save(fig, "locality")
+    figs["locality"] = fig
     return figs

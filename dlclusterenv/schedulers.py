@@ -36,6 +36,12 @@ class PolicyError(ValueError):
     """A bad policy spec; the message names it and lists what is valid."""
 
 
+def did_you_mean(word: str, valid) -> str:
+    """The hint "did you mean 'x'? " naming the closest of `valid`; empty when none is close."""
+    close = difflib.get_close_matches(word, list(valid), n=1)
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
 def entry_points() -> dict[str, importlib.metadata.EntryPoint]:
     """Schedulers registered by installed packages, by name."""
     return {ep.name: ep for ep in importlib.metadata.entry_points(group=GROUP)}
@@ -93,9 +99,8 @@ def scheduler_class(spec: str) -> type[Scheduler]:
     if k == "entry_point":
         eps = entry_points()
         if spec not in eps:
-            close = difflib.get_close_matches(spec, names(), n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise PolicyError(f"unknown policy {spec!r}; {hint}valid: {', '.join(names())} (or KIND:PATH "
+            raise PolicyError(f"unknown policy {spec!r}; {did_you_mean(spec, names())}valid: "
+                              f"{', '.join(names())} (or KIND:PATH "
                               "for a learned policy, module:Class or path/file.py:Class for your own)")
         try:
             cls = eps[spec].load()
