@@ -115,8 +115,8 @@ class Gavel(Scheduler):
         if not jobs or not types:
             self._on = {}
             return d
-        cap_k = np.array([c.gpus[[n for n in range(c.n_nodes) if c.node_gpu_type[n] == t]].sum()
-                          for t in types], dtype=float)
+        node_type = np.asarray(c.node_gpu_type)
+        cap_k = np.array([c.gpus[node_type == t].sum() for t in types], dtype=float)
         T = throughputs(jobs, types)
         scale = np.array([j.requested[1] for j in jobs], dtype=float)
         X, _ = max_min_allocation(T, np.array([j.weight for j in jobs]), scale, cap_k)
@@ -149,7 +149,7 @@ class Gavel(Scheduler):
                 continue
             if j.num_workers != j.requested[1] or j.num_ps != j.requested[0]:
                 d.allocate[j.job_id] = j.requested
-            ok = np.array([c.node_gpu_type[n] == t for n in range(c.n_nodes)])
+            ok = node_type == t
             typed = Capacity(cap.cpu, cap.mem, cap.bw, np.where(ok, cap.gpu, 0))
             got_nodes = place_job(c, typed, consolidate, j.ps_demand, j.worker_demand, *j.requested)
             if got_nodes is None:
