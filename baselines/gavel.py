@@ -150,15 +150,14 @@ class Gavel(Scheduler):
             if j.num_workers != j.requested[1] or j.num_ps != j.requested[0]:
                 d.allocate[j.job_id] = j.requested
             ok = node_type == t
-            typed = Capacity(cap.cpu, cap.mem, cap.bw, np.where(ok, cap.gpu, 0))
+            typed = Capacity(cap.cpu, cap.mem, cap.bw, np.where(ok, cap.gpu, 0))  # shares cpu, mem, bw
             got_nodes = place_job(c, typed, consolidate, j.ps_demand, j.worker_demand, *j.requested)
             if got_nodes is None:
                 chosen.pop(j.job_id)
                 if j.status == "running":
                     d.preempt.append(j.job_id)
                 continue
-            cap.cpu, cap.mem, cap.bw = typed.cpu, typed.mem, typed.bw
-            cap.gpu = np.where(ok, typed.gpu, cap.gpu)
+            cap.gpu[ok] = typed.gpu[ok]
             add_placement(d, j.job_id, *got_nodes)
         self._on = chosen
         return d
