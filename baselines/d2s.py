@@ -302,7 +302,7 @@ def joint_worker_cost(
         return tt_in + (exb / band[:, 0])[None, :], 0
     ex = exb / band[:, cands]  # (nodes, candidates)
     # the worker slots left on each candidate r once the PS takes its share of r
-    one = Capacity(use.cpu[cands].copy(), use.mem[cands].copy(), use.bw[cands].copy(), use.gpu[cands].copy())
+    one = Capacity(use.cpu[cands], use.mem[cands], use.bw[cands], use.gpu[cands])  # copies (fancy indexing)
     for k in range(len(cands)):
         one.take(k, job.ps_demand)
     left_r = slots(one, job.worker_demand)
