@@ -68,25 +68,16 @@ def max_min_allocation(T: np.ndarray, weights: np.ndarray, scale: np.ndarray,
     nv = n * K + 1  # X row-major, then t
     c = np.zeros(nv)
     c[-1] = -1.0  # maximise t
-    rows, b = [], []
-    for m in range(n):  # t * w_m * equal_m - sum_k T[m, k] X[m, k] <= 0
-        r = np.zeros(nv)
-        r[m * K:(m + 1) * K] = -T[m]
-        r[-1] = weights[m] * equal[m]
-        rows.append(r)
-        b.append(0.0)
-    for m in range(n):  # sum_k X[m, k] <= 1
-        r = np.zeros(nv)
-        r[m * K:(m + 1) * K] = 1.0
-        rows.append(r)
-        b.append(1.0)
-    for k in range(K):  # sum_m X[m, k] scale_m <= GPUs of type k
-        r = np.zeros(nv)
-        r[k:n * K:K] = scale
-        rows.append(r)
-        b.append(capacity[k])
+    A = np.zeros((2 * n + K, nv))
+    m = np.arange(n)
+    cols = m[:, None] * K + np.arange(K)  # the columns of X[m, :]
+    A[m[:, None], cols] = -T  # t * w_m * equal_m - sum_k T[m, k] X[m, k] <= 0
+    A[m, -1] = weights * equal
+    A[n + m[:, None], cols] = 1.0  # sum_k X[m, k] <= 1
+    A[2 * n + np.arange(K)[:, None], cols.T] = scale  # sum_m X[m, k] scale_m <= GPUs of type k
+    b = np.concatenate([np.zeros(n), np.ones(n), capacity])
     bounds = [(0.0, 1.0)] * (n * K) + [(0.0, None)]
-    res = linprog(c, A_ub=np.array(rows), b_ub=np.array(b), bounds=bounds, method="highs")
+    res = linprog(c, A_ub=A, b_ub=b, bounds=bounds, method="highs")
     if res.status != 0:
         raise RuntimeError(f"gavel: the LP failed: {res.message}")
     return res.x[:-1].reshape(n, K), float(res.x[-1])
