@@ -118,9 +118,10 @@ class _Bucket:
 
     def skip(self, pos: list[int], ngi0: float, key: tuple) -> None:
         """Move `pos` past the jobs before `key` ((-index, seq, job id))."""
-        f = len(self.fresh) if ngi0 < key[0] else bisect.bisect_right(self.fresh, key[1:]) \
-            if ngi0 == key[0] else 0
-        pos[0] = max(pos[0], f)
+        if ngi0 < key[0]:  # every fresh job (key ngi0) comes before it
+            pos[0] = len(self.fresh)
+        elif ngi0 == key[0]:
+            pos[0] = max(pos[0], bisect.bisect_right(self.fresh, key[1:]))
         pos[1] = max(pos[1], bisect.bisect_right(self.ran, key))
 
     def head(self, pos: list[int], ngi0: float):
