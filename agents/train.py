@@ -325,12 +325,13 @@ def _callback(cfg: TrainConfig, out: Path, run: dict, t0: float):
             scores, stuck = evaluate_model(self.model, cfg, cfg.eval.scenario, cfg.eval.seeds,
                                            cfg.eval.baselines, self.baseline_cache)
             self.tb.add_scalar("eval/stuck_seeds/policy", stuck, t)
+            means = {name: {k: float(np.mean([m[k] for m in ms])) for k in EPISODE_METRICS}
+                     for name, ms in scores.items() if ms}
             run["last_eval"] = {"step": int(t), "seeds": list(cfg.eval.seeds), **{
-                k: {name: float(np.mean([m[k] for m in ms])) for name, ms in scores.items() if ms}
-                for k in ("avg_jct_s", "jobs_unfinished")}}
-            for name, ms in scores.items():
-                for k in EPISODE_METRICS if ms else ():
-                    self.tb.add_scalar(f"eval/{k}/{name}", float(np.mean([m[k] for m in ms])), t)
+                k: {name: v[k] for name, v in means.items()} for k in ("avg_jct_s", "jobs_unfinished")}}
+            for name, v in means.items():
+                for k, x in v.items():
+                    self.tb.add_scalar(f"eval/{k}/{name}", x, t)
             self.tb.flush()
 
         def _on_step(self) -> bool:

@@ -302,7 +302,7 @@ def joint_worker_cost(
         return tt_in + (exb / band[:, 0])[None, :], 0
     ex = exb / band[:, cands]  # (nodes, candidates)
     # the worker slots left on each candidate r once the PS takes its share of r
-    one = Capacity(use.cpu[cands].copy(), use.mem[cands].copy(), use.bw[cands].copy(), use.gpu[cands].copy())
+    one = Capacity(use.cpu[cands], use.mem[cands], use.bw[cands], use.gpu[cands])  # copies (fancy indexing)
     for k in range(len(cands)):
         one.take(k, job.ps_demand)
     left_r = slots(one, job.worker_demand)
@@ -364,6 +364,12 @@ def _greedy_totals(tt_in: np.ndarray, ex: np.ndarray, w_free: np.ndarray, cands:
             total += v
         totals.append(total)
     return totals
+
+
+def _fits_at(cap: Capacity, m: int, d) -> bool:
+    """`cap.fits(d)` at node m alone (the placement loops take one node at a time)."""
+    return bool(Capacity(cap.cpu[m : m + 1], cap.mem[m : m + 1], cap.bw[m : m + 1],
+                         cap.gpu[m : m + 1]).fits(d)[0])
 
 
 def waiting_times(view: ClusterView) -> np.ndarray:
@@ -521,13 +527,10 @@ class D2S(Scheduler):
                 self.last_unsent[jid] = self.last_unsent.get(jid, 0) + unsent
             if gr.partial:  # map tasks: those with a free slot start, the others stay unscheduled
                 where = {}
-                ok = cap.fits(gr.demand)  # kept up to date on the one node each take changes
                 for tid, k in zip(gr.task_ids, got.tolist()):
-                    if 0 <= k < len(free_nodes) and ok[tgt_node[k]]:
+                    if 0 <= k < len(free_nodes) and _fits_at(cap, int(tgt_node[k]), gr.demand):
                         m = int(tgt_node[k])
                         cap.take(m, gr.demand)
-                        ok[m] = Capacity(cap.cpu[m : m + 1], cap.mem[m : m + 1], cap.bw[m : m + 1],
-                                         cap.gpu[m : m + 1]).fits(gr.demand)[0]
                         where[tid] = m
                 if where:
                     placed[jid] = where
@@ -544,7 +547,7 @@ class D2S(Scheduler):
                 continue
             nodes = tgt_node[got]
             done = 0
-            while done < len(nodes) and cap.fits(gr.demand)[nodes[done]]:
+            while done < len(nodes) and _fits_at(cap, int(nodes[done]), gr.demand):
                 cap.take(int(nodes[done]), gr.demand)
                 done += 1
             if done < len(nodes):  # slots counted by the smallest demand: this one did not fit

@@ -68,25 +68,16 @@ def max_min_allocation(T: np.ndarray, weights: np.ndarray, scale: np.ndarray,
     nv = n * K + 1  # X row-major, then t
     c = np.zeros(nv)
     c[-1] = -1.0  # maximise t
-    rows, b = [], []
-    for m in range(n):  # t * w_m * equal_m - sum_k T[m, k] X[m, k] <= 0
-        r = np.zeros(nv)
-        r[m * K:(m + 1) * K] = -T[m]
-        r[-1] = weights[m] * equal[m]
-        rows.append(r)
-        b.append(0.0)
-    for m in range(n):  # sum_k X[m, k] <= 1
-        r = np.zeros(nv)
-        r[m * K:(m + 1) * K] = 1.0
-        rows.append(r)
-        b.append(1.0)
-    for k in range(K):  # sum_m X[m, k] scale_m <= GPUs of type k
-        r = np.zeros(nv)
-        r[k:n * K:K] = scale
-        rows.append(r)
-        b.append(capacity[k])
+    A = np.zeros((2 * n + K, nv))
+    m = np.arange(n)
+    cols = m[:, None] * K + np.arange(K)  # the columns of X[m, :]
+    A[m[:, None], cols] = -T  # t * w_m * equal_m - sum_k T[m, k] X[m, k] <= 0
+    A[m, -1] = weights * equal
+    A[n + m[:, None], cols] = 1.0  # sum_k X[m, k] <= 1
+    A[2 * n + np.arange(K)[:, None], cols.T] = scale  # sum_m X[m, k] scale_m <= GPUs of type k
+    b = np.concatenate([np.zeros(n), np.ones(n), capacity])
     bounds = [(0.0, 1.0)] * (n * K) + [(0.0, None)]
-    res = linprog(c, A_ub=np.array(rows), b_ub=np.array(b), bounds=bounds, method="highs")
+    res = linprog(c, A_ub=A, b_ub=b, bounds=bounds, method="highs")
     if res.status != 0:
         raise RuntimeError(f"gavel: the LP failed: {res.message}")
     return res.x[:-1].reshape(n, K), float(res.x[-1])
@@ -115,8 +106,8 @@ class Gavel(Scheduler):
         if not jobs or not types:
             self._on = {}
             return d
-        cap_k = np.array([c.gpus[[n for n in range(c.n_nodes) if c.node_gpu_type[n] == t]].sum()
-                          for t in types], dtype=float)
+        node_type = np.asarray(c.node_gpu_type)
+        cap_k = np.array([c.gpus[node_type == t].sum() for t in types], dtype=float)
         T = throughputs(jobs, types)
         scale = np.array([j.requested[1] for j in jobs], dtype=float)
         X, _ = max_min_allocation(T, np.array([j.weight for j in jobs]), scale, cap_k)
@@ -149,16 +140,15 @@ class Gavel(Scheduler):
                 continue
             if j.num_workers != j.requested[1] or j.num_ps != j.requested[0]:
                 d.allocate[j.job_id] = j.requested
-            ok = np.array([c.node_gpu_type[n] == t for n in range(c.n_nodes)])
-            typed = Capacity(cap.cpu, cap.mem, cap.bw, np.where(ok, cap.gpu, 0))
+            ok = node_type == t
+            typed = Capacity(cap.cpu, cap.mem, cap.bw, np.where(ok, cap.gpu, 0))  # shares cpu, mem, bw
             got_nodes = place_job(c, typed, consolidate, j.ps_demand, j.worker_demand, *j.requested)
             if got_nodes is None:
                 chosen.pop(j.job_id)
                 if j.status == "running":
                     d.preempt.append(j.job_id)
                 continue
-            cap.cpu, cap.mem, cap.bw = typed.cpu, typed.mem, typed.bw
-            cap.gpu = np.where(ok, typed.gpu, cap.gpu)
+            cap.gpu[ok] = typed.gpu[ok]
             add_placement(d, j.job_id, *got_nodes)
         self._on = chosen
         return d

@@ -118,9 +118,10 @@ class _Bucket:
 
     def skip(self, pos: list[int], ngi0: float, key: tuple) -> None:
         """Move `pos` past the jobs before `key` ((-index, seq, job id))."""
-        f = len(self.fresh) if ngi0 < key[0] else bisect.bisect_right(self.fresh, key[1:]) \
-            if ngi0 == key[0] else 0
-        pos[0] = max(pos[0], f)
+        if ngi0 < key[0]:  # every fresh job (key ngi0) comes before it
+            pos[0] = len(self.fresh)
+        elif ngi0 == key[0]:
+            pos[0] = max(pos[0], bisect.bisect_right(self.fresh, key[1:]))
         pos[1] = max(pos[1], bisect.bisect_right(self.ran, key))
 
     def head(self, pos: list[int], ngi0: float):
@@ -484,7 +485,8 @@ class Admission:
         servers: Callable | None = None,
     ):
         self.cluster, self.cap, self.placer = view.cluster, Capacity.of(view), placer
-        self.running, self.key, self.servers = running, key, servers
+        self.running, self.key = running, key
+        self.servers = servers if servers is not None else lambda job: None
         self.victims: list[JobView] = []
         self.d = Decision()
         # (keys of the running jobs, GPUs held by and count of those not preempted, from k on)
@@ -537,7 +539,7 @@ class Admission:
                 self.cap.take(t.node, t.demand, -sign)
 
     def _accepts(self, job: JobView, workers: list[int]) -> bool:
-        most = self.servers(job) if self.servers is not None else None
+        most = self.servers(job)
         return most is None or len(set(workers)) <= most
 
     def _room(self, job: JobView) -> bool:
@@ -546,7 +548,7 @@ class Admission:
         the placer, so when false no placement is tried. Per-node counts are rounded up a little
         (1e-6 of a core or GB, 1 byte/s), never refusing what fits."""
         d, c, w = job.worker_demand, self.cap, job.num_workers
-        most = self.servers(job) if self.servers is not None else None
+        most = self.servers(job)
         fit = np.full(len(c.gpu), w, dtype=float)
         for free, need, tol in ((c.cpu, d.cpu, 1e-6), (c.mem, d.mem_gb, 1e-6),
                                 (c.bw, d.bw_MBps * 1e6, 1.0), (c.gpu, d.gpu, 0)):
@@ -605,7 +607,7 @@ class Admission:
     def start(self, job: JobView) -> bool:
         """Start the job if it fits, preempting if need be; whether it starts."""
         k = self.key(job)
-        workers = _workers(job, self.servers(job) if self.servers is not None else None)
+        workers = _workers(job, self.servers(job))
         if self.refused(workers, k):
             return False
         blame = [True]
