@@ -23,11 +23,10 @@ model's batches), shard_nodes, and the user where the trace has none
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -397,7 +396,6 @@ def _comm(rng: np.random.Generator, w: Workload) -> str | None:
     return "ps" if rng.random() < w.ps_fraction else "allreduce"
 
 
-
 def trace_placement(cluster: Cluster, m: ModelSpec, p: int, w: int) -> tuple[list[int], list[int]]:
     """(PS nodes, worker nodes) of a trace job as it ran: consolidated on the empty cluster.
 
@@ -427,7 +425,7 @@ def replay_work(spec: JobSpec, duration_s: float, cluster: Cluster, m: ModelSpec
     `trace_speed`, so that running it that way takes `duration_s` and its GPU-seconds are the
     trace's. The speed model is deterministic (a scheduler's measurements carry a 2% bias, the
     truth none), so this holds to rounding."""
-    return dataclasses.replace(spec, work_steps=duration_s * trace_speed(spec, cluster, m))
+    return replace(spec, work_steps=duration_s * trace_speed(spec, cluster, m))
 
 
 # A replay this small or this idle compares schedulers on almost nothing: say so, with numbers.
