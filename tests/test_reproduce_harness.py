@@ -47,3 +47,42 @@ def test_d2s_and_flowcon_check_a_testbed_observable():
         rows = [c for c in reproduce.run(name, 1) if c.kind == "testbed"]
         assert rows and all(word in c.claim for c in rows)
         assert all(c.magnitude_ok is not None and c.status in ("ok", "off") for c in rows)
+
+
+def test_dltap_fig3a_cross_node_throughput_below_inner_node():
+    """Seed 000 §4 Fig. 3 (a): one FCN-8 job of 1 PS + 1 worker has lower network throughput with
+    PS and worker on two slaves than on one; cross-node the bytes are exactly the NIC count."""
+    from baselines.reproduce.dltap import fig3a
+
+    r = fig3a()
+    assert 0 < r["cross-node"] < r["inner-node"]
+    assert abs(r["cross-node NIC"] - r["cross-node"]) <= 1e-9 * r["cross-node"]
+    assert r["inner-node NIC"] == 0.0
+
+
+def test_optimus_speed_error_probe_measures_without_changing_decisions():
+    """The probe records the fitted speed model's held-out error on the optimus scenario (seed 002
+    "Sync and Async": small) and leaves Optimus' run as it is."""
+    import numpy as np
+
+    from baselines import make
+    from baselines.reproduce.optimus import SMALL_ERROR, _Probe
+    from dlclusterenv import make_sim
+
+    sim = make_sim("optimus", 0)
+    probe = _Probe(sim)
+    probed = sim.run(probe)
+    plain = make_sim("optimus", 0).run(make("optimus"))
+    assert (probed.avg_jct_s, probed.makespan_s) == (plain.avg_jct_s, plain.makespan_s)
+    err = np.array(probe.errors)
+    assert len(err) >= 50 and np.all(err >= 0)
+    assert np.median(err) <= SMALL_ERROR
+
+
+def test_drf_testbed_row_reads_the_clusters_accounting():
+    """Seed 002 Table 1's last row: CPU total allocated 1, RAM 14/18, from the cluster's free
+    capacity (not from the tasks' demands, as the per-user rows)."""
+    from baselines import reproduce
+
+    rows = [c for c in reproduce.run("drf", 1) if c.kind == "testbed"]
+    assert [(c.paper, c.simulated, c.status) for c in rows] == [("1 / 7/9", "1 / 7/9", "ok")]

@@ -17,6 +17,13 @@ paper's numbers the two claims cannot both hold unless traffic other than the ex
 the NICs. Measured: see the fig1 rows (FCN-4/6/8 throughput saving falls as the time saving
 rises).
 
+Testbed observable besides the claims (issue 12), §4 Fig. 3 (a): one FCN-8 job of 1 PS + 1 worker,
+PS and worker on different slaves ("cross-node") against both on one slave ("inner-node"); the
+paper finds the cross-node network throughput lower, "since inner-node transmission need not pass
+the actual physical NIC" (`fig3a`). No figure is given in the text, so the row checks the direction.
+Fig. 4 (a) (training time of FCN-4/6/8 over 0-10,000 steps in the two placements) is the training-
+time claim itself (the "training time reduced" row), so it is not used as a testbed check.
+
 Each Table 1 model runs in its own scenario (configs/scenarios/dltap_<model>.yaml: 40 jobs of 2 PS
 + 3 workers on the 3-slave testbed), and all seven mixed in configs/scenarios/dltap.yaml. Traffic =
 bytes that cross a NIC over the whole episode (worker-PS exchanges between nodes), the paper's
@@ -95,6 +102,29 @@ def fig1(model: str, seed: int = 0) -> dict[str, dict]:
     return out
 
 
+def fig3a(model: str = "FCN-8", seed: int = 0) -> dict[str, float]:
+    """Fig. 3 (a): throughput (MB/s) of the PS-worker transmission of one job of 1 PS + 1 worker
+    alone on the testbed, cross-node (PS on s1, worker on s2) and inner-node (both on s1).
+
+    Throughput = bytes the pair exchanges (push + pull of the parameters, once per
+    `exchange_every` steps) over the run time; cross-node these are exactly the bytes the engine
+    counts through the NICs, inner-node they stay on the host, as the paper says."""
+    sc, cluster, zoo, _ = build("dltap", seed)
+    spec = zoo.models[model]
+    out = {}
+    for name, worker_node in (("cross-node", 1), ("inner-node", 0)):
+        job_spec = JobSpec("j", model, 0.0, 1, 1)
+        sim = Simulator(cluster, [job_spec], zoo, seed=seed)
+        sim.apply(Decision(place={"j/ps0": 0, "j/w0": worker_node}))
+        while not sim.done:
+            sim.advance()
+        job = sim.jobs["j"]
+        exchanged = 2.0 * spec.param_bytes * job.steps_done / job.spec.exchange_every
+        out[name] = exchanged / job.finish_s / 1e6
+        out[f"{name} NIC"] = job.bytes_cross_node / job.finish_s / 1e6
+    return out
+
+
 def measure(scenario: str, seeds: int) -> dict[str, tuple[float, float, float]]:
     """policy -> (cross-node GB, average JCT s, average cross-node MB/s of a job while it runs).
 
@@ -156,6 +186,20 @@ def run(seeds: int = 3) -> list[Claim]:
             "-12.11 / -14.39 / -18.89%",
             _series(fx),
             bool(fx[0] > fx[1] > fx[2]),
+        )
+    )
+    f3 = fig3a()
+    print(f"Fig. 3 (a), one FCN-8 job of 1 PS + 1 worker: PS-worker throughput cross-node "
+          f"{f3['cross-node']:.2f} MB/s (through the NICs {f3['cross-node NIC']:.2f}), inner-node "
+          f"{f3['inner-node']:.2f} MB/s (through the NICs {f3['inner-node NIC']:.2f})")
+    claims.append(
+        Claim(
+            "testbed: network throughput of one FCN-8 job (1 PS + 1 worker), cross-node vs "
+            "inner-node (§4, Fig. 3 (a))",
+            "cross < inner",
+            f"{f3['cross-node']:.2f} vs {f3['inner-node']:.2f} MB/s",
+            bool(f3["cross-node"] < f3["inner-node"]),
+            kind="testbed",
         )
     )
     res = {m: measure(sc, seeds) for m, (sc, _) in MODELS.items()}
