@@ -20,11 +20,13 @@ that "no constant comes within 10%" holds for every constant of the grid) and or
 1 - best oracle / best heuristic. An instance qualifies if the gap exceeds `qualify.constant_gap`
 and the headroom reaches `qualify.oracle_headroom`.
 
-Heuristics and constants run on the test split; constants also on the train split; learned policies
-(`--policies KIND:PATH`) run on the test split only. Every scheduler run writes its decision log
-(`logs/*.jsonl`: a header with the scenario and seed, one line per decision point, the metrics
-last) that `dlcluster benchmark --validate LOG` replays. Learned policies act through an env, not
-the Scheduler API, so their runs have no decision log.
+Heuristics and constants run on the test split; constants also on the train split; the policies of
+`--policies` (learned `KIND:PATH`, or your own Scheduler as `module:Class`, `path/file.py:Class` or
+an entry-point name, told apart by `schedulers.kind`) run on the test split only. Every scheduler
+run writes its decision log (`logs/*.jsonl`: a header with the scenario and seed, one line per
+decision point, the metrics last) that `dlcluster benchmark --validate LOG` replays; your own
+schedulers are scheduler runs like the baselines. Learned policies act through an env, not the
+Scheduler API, so their runs have no decision log.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import math
 import multiprocessing
 import sys
 import time
+import urllib.parse
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +46,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, StrictInt, model_validator
 
+from . import schedulers
 from .api import Decision, Scheduler
 from .config import ConfigError, _Strict, read_yaml, resolve, validate
 from .traces import data_path
@@ -295,10 +299,10 @@ class Task:
 
 
 def make_scheduler(policy: str) -> Scheduler:
-    import baselines
+    """A constant of the grid, a baseline or your own Scheduler (`schedulers.make`)."""
     from baselines import fixed
 
-    return fixed.parse(policy) if policy.startswith(fixed.PREFIX) else baselines.make(policy)
+    return fixed.parse(policy) if policy.startswith(fixed.PREFIX) else schedulers.make(policy)
 
 
 def run_task(task: Task) -> dict:
@@ -306,7 +310,7 @@ def run_task(task: Task) -> dict:
     from . import make_sim
 
     t0 = time.perf_counter()
-    if task.log is None:  # a learned policy (KIND:PATH), through its env
+    if schedulers.kind(task.policy) == "learned":  # through its env
         from agents.learned import run_learned
 
         summary = run_learned(task.policy, task.scenario, task.seed).summary()
@@ -326,19 +330,20 @@ def run_task(task: Task) -> dict:
             "seed": task.seed, **summary, "wall_s": time.perf_counter() - t0}
 
 
-def plan(suite: Suite, insts: list[Instance], out: Path, learned: list[str] = ()) -> list[Task]:
+def plan(suite: Suite, insts: list[Instance], out: Path, extra: list[str] = ()) -> list[Task]:
     """Every run of the suite: the constant grid on train and test; heuristics, oracles and
-    learned policies on test only."""
+    the policies of --policies (`extra`: learned or your own) on test only."""
     tasks = []
     for inst in insts:
         for split in SPLITS:
             policies = list(suite.constants.names())
             if split == "test":
-                policies += [*suite.heuristics, *suite.oracles, *learned]
+                policies += [*suite.heuristics, *suite.oracles, *extra]
             for k, sc, seed in inst.runs(split):
                 for p in policies:
-                    log = None if ":" in p else str(
-                        out / "logs" / inst.key / split / f"{p}-s{seed}{'' if k is None else f'-w{k}'}.jsonl")
+                    log = None if schedulers.kind(p) == "learned" else str(
+                        out / "logs" / inst.key / split
+                        / f"{urllib.parse.quote(p, safe='')}-s{seed}{'' if k is None else f'-w{k}'}.jsonl")
                     tasks.append(Task(inst.key, split, k, p, sc, seed, log))
     return tasks
 
@@ -371,7 +376,7 @@ def _best(rows, inst, split, policies) -> tuple[str, float, int]:
     return min(scored, key=lambda x: (x[2], x[1]))
 
 
-def score(suite: Suite, insts: list[Instance], rows: list[dict], learned: list[str] = ()) -> dict:
+def score(suite: Suite, insts: list[Instance], rows: list[dict], extra: list[str] = ()) -> dict:
     """Leaderboard (per instance, test split) and the validity check."""
     consts = suite.constants.names()
     board, check = [], []
@@ -382,7 +387,7 @@ def score(suite: Suite, insts: list[Instance], rows: list[dict], learned: list[s
         c_name, c, _ = _best(rows, k, "test", consts)
         o_name, o, _ = _best(rows, k, "test", suite.oracles)
         ref = _mean(rows, k, "test", suite.reference)[0]
-        entries = {p: _mean(rows, k, "test", p) for p in [*suite.heuristics, *suite.oracles, *learned]}
+        entries = {p: _mean(rows, k, "test", p) for p in [*suite.heuristics, *suite.oracles, *extra]}
         entries["best-constant"] = _mean(rows, k, "test", tuned)
         entries["best-oracle"] = (o, entries[o_name][1])
         for p, (jct, unf) in entries.items():
@@ -445,7 +450,7 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
         w.writerows(rows)
 
 
-def run_suite(name: str, out: Path, *, workers: int = 1, learned: list[str] = (), progress: bool = True,
+def run_suite(name: str, out: Path, *, workers: int = 1, extra: list[str] = (), progress: bool = True,
               say=print) -> dict:
     suite, path = load_suite(name)
     insts = instances(suite, path, say)
@@ -453,11 +458,11 @@ def run_suite(name: str, out: Path, *, workers: int = 1, learned: list[str] = ()
         raise ConfigError(f"{path}: no scenario of the suite can run here (every trace file is absent)")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    tasks = plan(suite, insts, out, learned)
+    tasks = plan(suite, insts, out, extra)
     t0 = time.perf_counter()
     rows = execute(tasks, workers, progress)
     wall = time.perf_counter() - t0
-    res = score(suite, insts, rows, learned)
+    res = score(suite, insts, rows, extra)
     _write_csv(out / "runs.csv", rows)
     _write_csv(out / "leaderboard.csv", res["board"])
     _write_csv(out / "check.csv", res["check"])
@@ -484,13 +489,16 @@ def cli(suite: str, out: str | None, check: bool, validate_path: str | None, wor
                 return 1
         print(f"{len(logs)} decision log(s) replayed to identical metrics")
         return 0
-    learned = [x.strip() for x in (policies or "").split(",") if x.strip()]
-    bad = [x for x in learned if ":" not in x]
+    from .evaluate import resolve_policies
+
+    extra = resolve_policies(policies) if policies and policies.strip() else []
+    bad = [x for x in extra if schedulers.kind(x) == "baseline"]
     if bad:
-        print(f"error: --policies takes learned policies KIND:PATH (baselines are set by the suite), got {bad[0]!r}",
+        print(f"error: --policies takes learned policies KIND:PATH or your own schedulers (module:Class, "
+              f"path/file.py:Class, an entry point); baselines are set by the suite, got {bad[0]!r}",
               file=sys.stderr)
         return 2
-    res = run_suite(suite, Path(out or f"runs/benchmark/{Path(suite).stem}"), workers=workers, learned=learned,
+    res = run_suite(suite, Path(out or f"runs/benchmark/{Path(suite).stem}"), workers=workers, extra=extra,
                     say=lambda m: print(m, file=sys.stderr))
     s = res["suite"]
     print(f"suite {s.name} (version {s.version}): {len(res['check'])} instances, {res['runs']} runs, {res['wall_s']:.0f} s")

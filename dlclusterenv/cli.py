@@ -5,7 +5,7 @@
     dlcluster list policies|scenarios|envs
     dlcluster fidelity [pollux FILE --params N --gpu-type T4 --comm allreduce] [--json OUT]
     dlcluster train --config configs/agents/smoke.yaml --out runs/smoke [--resume runs/smoke]
-    dlcluster benchmark [SUITE] [--check] [--validate LOG] [--policies KIND:PATH,...]
+    dlcluster benchmark [SUITE] [--check] [--validate LOG] [--policies SPEC,...]
 """
 
 from __future__ import annotations
@@ -159,7 +159,8 @@ def _parser() -> argparse.ArgumentParser:
     bm.add_argument("suite", nargs="?", default="v2", help="configs/benchmarks/NAME.yaml or a path")
     bm.add_argument("--check", action="store_true", help="print the validity report only")
     bm.add_argument("--validate", metavar="LOG", help="replay a decision log (or a folder of them)")
-    bm.add_argument("--policies", help="learned policies KIND:PATH, scored on the test split")
+    bm.add_argument("--policies", help="learned policies KIND:PATH or your own schedulers (module:Class, "
+                    "path/file.py:Class, an entry point), scored on the test split")
     bm.add_argument("--out", help="default runs/benchmark/SUITE")
     bm.add_argument("--workers", type=int, default=1, help="processes")
     return ap

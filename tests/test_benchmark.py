@@ -117,7 +117,7 @@ def test_trace_windows_of_the_splits_replay_different_jobs():
 def test_learned_policies_run_on_the_test_split_only(tmp_path):
     suite, path = load_suite("tiny")
     insts = instances(suite, path)
-    tasks = plan(suite, insts, tmp_path, learned=["maskableppo:runs/x/model.zip"])
+    tasks = plan(suite, insts, tmp_path, extra=["maskableppo:runs/x/model.zip"])
     mine = [t for t in tasks if t.policy.startswith("maskableppo:")]
     assert mine and {t.split for t in mine} == {"test"}
     assert {t.seed for t in mine} == set(suite.scenarios[0].test.seeds)
@@ -205,6 +205,31 @@ def test_workers_do_not_change_the_results(tmp_path):
         rows.append([{k: v for k, v in r.items() if k != "wall_s"}
                      for r in __import__("csv").DictReader(open(tmp_path / f"w{workers}" / "runs.csv"))])
     assert rows[0] == rows[1]
+
+
+_MINE = ("from dlclusterenv.api import Decision, Scheduler\n"
+         "from dlclusterenv.placers import get_placer, start_pending\n\n"
+         "class Mine(Scheduler):\n"
+         "    def decide(self, view):\n"
+         "        return start_pending(view, get_placer('pack'), Decision(), blocking=False)\n")
+
+
+def test_own_scheduler_with_a_colon_runs_as_a_heuristic(tmp_path, monkeypatch):
+    """`path/file.py:Class` (and module:Class) contain ":" like a learned KIND:PATH, but are
+    Schedulers: they run through the simulator, write a decision log that replays, and are scored."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.py").write_text(_MINE)
+    spec = "mine.py:Mine"
+    suite, path = load_suite("tiny")
+    insts = instances(suite, path, lambda m: None)
+    tasks = [t for t in plan(suite, insts, tmp_path / "out", extra=[spec]) if t.policy == spec]
+    assert tasks and {t.split for t in tasks} == {"test"} and all(t.log for t in tasks)
+    assert ":" not in Path(tasks[0].log).name  # the spec is quoted into one file name
+    row = run_task(tasks[0])
+    from dlclusterenv.schedulers import make
+
+    assert row["avg_jct_s"] == make_sim(tasks[0].scenario, tasks[0].seed).run(make(spec)).avg_jct_s
+    assert validate_log(Path(tasks[0].log))["policy"] == spec
 
 
 def test_cli_refuses_baselines_in_policies(capsys):
