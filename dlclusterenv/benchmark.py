@@ -31,7 +31,6 @@ Scheduler API, so their runs have no decision log.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import multiprocessing
@@ -49,6 +48,7 @@ from pydantic import Field, StrictInt, model_validator
 from . import schedulers
 from .api import Decision, Scheduler
 from .config import ConfigError, _Strict, read_yaml, resolve, validate
+from .evaluate import resolve_policies, write_csv
 from .traces import data_path
 from .workload import Scenario, load_scenario
 
@@ -441,15 +441,6 @@ def board_table(res: dict, suite: Suite) -> str:
     return "\n".join(lines)
 
 
-def _write_csv(path: Path, rows: list[dict]) -> None:
-    if not rows:
-        return
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-
-
 def run_suite(name: str, out: Path, *, workers: int = 1, extra: list[str] = (), progress: bool = True,
               say=print) -> dict:
     suite, path = load_suite(name)
@@ -463,9 +454,9 @@ def run_suite(name: str, out: Path, *, workers: int = 1, extra: list[str] = (), 
     rows = execute(tasks, workers, progress)
     wall = time.perf_counter() - t0
     res = score(suite, insts, rows, extra)
-    _write_csv(out / "runs.csv", rows)
-    _write_csv(out / "leaderboard.csv", res["board"])
-    _write_csv(out / "check.csv", res["check"])
+    write_csv(out / "runs.csv", rows)
+    write_csv(out / "leaderboard.csv", res["board"])
+    write_csv(out / "check.csv", res["check"])
     (out / "suite.json").write_text(json.dumps({"suite": suite.name, "version": suite.version,
                                                 "runs": len(tasks), "wall_s": wall,
                                                 "geomean": res["geomean"]}, indent=1))
@@ -489,8 +480,6 @@ def cli(suite: str, out: str | None, check: bool, validate_path: str | None, wor
                 return 1
         print(f"{len(logs)} decision log(s) replayed to identical metrics")
         return 0
-    from .evaluate import resolve_policies
-
     extra = resolve_policies(policies) if policies and policies.strip() else []
     bad = [x for x in extra if schedulers.kind(x) == "baseline"]
     if bad:
