@@ -33,11 +33,9 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing
 import sys
 import time
 import urllib.parse
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -48,7 +46,7 @@ from pydantic import Field, StrictInt, model_validator
 from . import schedulers
 from .api import Decision, Scheduler
 from .config import ConfigError, _Strict, read_yaml, resolve, validate
-from .evaluate import resolve_policies, write_csv
+from .evaluate import atomic_write, pool_run, resolve_policies, write_csv
 from .traces import data_path
 from .workload import Scenario, load_scenario
 
@@ -321,11 +319,9 @@ def run_task(task: Task) -> dict:
                 "policy": task.policy, "seed": task.seed, "scenario": task.scenario.model_dump()}
         path = Path(task.log)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "w") as f:
-            f.write(json.dumps({"header": head}) + "\n")
-            for line in rec.lines:
-                f.write(json.dumps({"decision": line}) + "\n")
-            f.write(json.dumps({"metrics": summary}) + "\n")
+        lines = [{"header": head}, *({"decision": line} for line in rec.lines), {"metrics": summary}]
+        text = "".join(json.dumps(x) + "\n" for x in lines)
+        atomic_write(path, lambda tmp: tmp.write_text(text))  # a killed run leaves no half log
     return {"instance": task.instance, "split": task.split, "window": task.window, "policy": task.policy,
             "seed": task.seed, **summary, "wall_s": time.perf_counter() - t0}
 
@@ -349,15 +345,15 @@ def plan(suite: Suite, insts: list[Instance], out: Path, extra: list[str] = ()) 
 
 
 def execute(tasks: list[Task], workers: int = 1, progress: bool = True) -> list[dict]:
-    """Every task, in plan order (each run is a pure function of its task, so the rows do not
-    depend on `workers`)."""
+    """Every task, rows in plan order (each run is a pure function of its task, so the rows do not
+    depend on `workers`), through evaluate's process pool: a failed run, Ctrl-C or SIGTERM stops
+    the workers, and none outlives the command."""
     from tqdm import tqdm
 
-    pool = multiprocessing.get_context("fork").Pool(workers) if workers > 1 else nullcontext()
-    rows: list[dict] = []
-    with pool, tqdm(total=len(tasks), desc="runs", unit="run", file=sys.stderr, disable=not progress) as bar:
-        for r in (pool.imap if workers > 1 else map)(run_task, tasks):
-            rows.append(r)
+    rows: list[dict] = [{} for _ in tasks]
+    with tqdm(total=len(tasks), desc="runs", unit="run", file=sys.stderr, disable=not progress) as bar:
+        for i, r in pool_run(run_task, [(t,) for t in tasks], workers):
+            rows[i] = r
             bar.update()
     return rows
 
@@ -480,6 +476,9 @@ def cli(suite: str, out: str | None, check: bool, validate_path: str | None, wor
                 return 1
         print(f"{len(logs)} decision log(s) replayed to identical metrics")
         return 0
+    if workers < 0:
+        print(f"error: --workers must be 0 (one per core) or more, got {workers}", file=sys.stderr)
+        return 2
     extra = resolve_policies(policies) if policies and policies.strip() else []
     bad = [x for x in extra if schedulers.kind(x) == "baseline"]
     if bad:

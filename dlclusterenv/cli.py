@@ -162,7 +162,7 @@ def _parser() -> argparse.ArgumentParser:
     bm.add_argument("--policies", help="learned policies KIND:PATH or your own schedulers (module:Class, "
                     "path/file.py:Class, an entry point), scored on the test split")
     bm.add_argument("--out", help="default runs/benchmark/SUITE")
-    bm.add_argument("--workers", type=int, default=1, help="processes")
+    bm.add_argument("--workers", type=int, default=1, help="processes (0: one per core)")
     return ap
 
 

@@ -160,26 +160,37 @@ def _worker_init() -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def _run_local(scenario, tasks: list[tuple[str, int]], workers: int) -> Iterator[RunResult]:
-    """A process pool (one per core by default); one worker runs in this process instead."""
+def pool_run(fn: Callable, args: list[tuple], workers: int) -> Iterator[tuple[int, Any]]:
+    """(i, fn(*args[i])) for every i, as the runs finish, in a process pool of `workers` (0: one
+    per core); with 1, in this process, in order. A failed run, Ctrl-C or SIGTERM terminates the
+    workers at once and drops the queued runs; each worker exits by itself when its parent dies
+    (`_worker_init`). `fn` must be module-level (pickled by reference). `dlcluster benchmark`
+    runs its suite through it too."""
     if workers == 1:
-        for p, s in tasks:
-            yield run_one(scenario, p, s)
+        for i, a in enumerate(args):
+            yield i, fn(*a)
         return
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     n = workers or len(os.sched_getaffinity(0))
     before = set(multiprocessing.active_children())
-    pool = ProcessPoolExecutor(max_workers=min(n, len(tasks)), initializer=_worker_init)
+    pool = ProcessPoolExecutor(max_workers=max(1, min(n, len(args))), initializer=_worker_init)
     try:
-        for f in as_completed([pool.submit(run_one, scenario, p, s) for p, s in tasks]):
-            yield f.result()
+        index = {pool.submit(fn, *a): i for i, a in enumerate(args)}
+        for f in as_completed(index):
+            yield index[f], f.result()
     except BaseException:  # a failed run, Ctrl-C or SIGTERM: runs in progress are not waited for
         for proc in set(multiprocessing.active_children()) - before:
             proc.terminate()
         raise
     finally:  # queued runs are dropped, not run to completion
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _run_local(scenario, tasks: list[tuple[str, int]], workers: int) -> Iterator[RunResult]:
+    """A process pool (one per core by default); one worker runs in this process instead."""
+    for _, r in pool_run(run_one, [(scenario, p, s) for p, s in tasks], workers):
+        yield r
 
 
 def _run_ray(scenario, tasks: list[tuple[str, int]], workers: int, address: str | None) -> Iterator[RunResult]:

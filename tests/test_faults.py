@@ -140,6 +140,45 @@ def test_sigterm_to_a_ray_evaluate_leaves_no_process_and_no_partial_files(tmp_pa
     assert _files(out) == previous
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_killed_benchmark_stops_its_workers_and_leaves_whole_csvs(tmp_path, sig):
+    """`dlcluster benchmark` runs through evaluate's pool: SIGTERM or SIGKILL to its PID leaves no
+    worker (the workers of its own multiprocessing pool outlived a SIGKILLed parent) and the
+    earlier run's CSVs whole."""
+    out = tmp_path / "out"
+    assert main(["benchmark", "tiny", "--out", str(out), "--workers", "1"]) == 0
+    csvs = {p.name: p.read_bytes() for p in out.glob("*.csv")}
+    assert set(csvs) == {"runs.csv", "leaderboard.csv", "check.csv"}
+    suite = yaml.safe_load((ROOT / "configs" / "benchmarks" / "tiny.yaml").read_text())
+    suite["scenarios"][0].update(scenario="default_500", loads=[1])  # busy for many seconds
+    (tmp_path / "long.yaml").write_text(yaml.safe_dump(suite))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dlclusterenv.cli", "benchmark", str(tmp_path / "long.yaml"), "--workers", "2",
+         "--out", str(out)],
+        env=env, cwd=tmp_path, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while len(_group(proc.pid)) < 3:  # the command and its two workers
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "the workers did not start"
+            time.sleep(0.1)
+        os.kill(proc.pid, sig)
+        code = proc.wait(timeout=10)
+        deadline = time.monotonic() + 5
+        while _group(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _group(proc.pid), "processes of the killed benchmark are still running"
+        assert code == (143 if sig == signal.SIGTERM else -signal.SIGKILL)
+    finally:
+        if _group(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.stderr.close()
+    assert {p.name: p.read_bytes() for p in out.glob("*.csv")} == csvs
+    for log in (out / "logs").rglob("*"):  # decision logs are written whole or not at all
+        assert not log.is_file() or json.loads(log.read_text().splitlines()[-1])["metrics"]
+
+
 def test_claim_removes_a_sigkilled_runs_partial_folder_and_refuses_a_second_holder(tmp_path):
     out = tmp_path / "out"
     (out / ".partial-x").mkdir(parents=True)
