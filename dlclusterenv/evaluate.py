@@ -20,7 +20,8 @@ as it completes, atomically (a temporary file renamed into place), to `out/per_r
 interrupted sweep keeps what it finished; `resume=True` (`dlcluster evaluate --resume`) reruns
 only the runs missing there, and the CSVs, assembled in policy x seed order from exact (JSON,
 shortest-repr floats) copies of each run, are byte-identical to an uninterrupted sweep's. A saved
-run records its scenario, so resuming with another scenario is refused; without `--resume`,
+run records its scenario (and a trace replay its trace file's size and mtime, `run_key`), so
+resuming with another scenario or a changed trace file is refused; without `--resume`,
 saved runs are cleared first. The CSVs and plots are written into a hidden `.partial-*` folder in
 `out` and renamed into place together, with SIGTERM and SIGINT held back for the renames, so `out`
 holds every file of one evaluation or the previous contents, never a mix. A failed or killed run
@@ -60,6 +61,7 @@ from . import make_sim, schedulers
 from .metrics import JobRecord, ci95
 from .plots import figures
 from .schedulers import PolicyError
+from .traces import data_path
 from .workload import Scenario, build
 
 BACKENDS = ("local", "ray")
@@ -306,6 +308,21 @@ def _plain(x: Any) -> Any:
     raise TypeError(f"cannot save {type(x).__name__} in a run file")
 
 
+def run_key(sc: Scenario) -> str:
+    """What a saved run must match to be resumed: the scenario as it resolves (every field) and,
+    for a trace replay, the trace file's size and modification time, so a file replaced or edited
+    between run and resume is noticed. Size + mtime, not a hash: reading a whole multi-GB trace
+    to resume would cost what the trace cache (`workload.load_trace_window`) avoids with the same
+    stamp; a file rewritten with equal bytes is refused too (rerun without --resume)."""
+    key = sc.model_dump_json()
+    t = sc.workload.trace
+    if t is None:
+        return key
+    path = data_path(t.path)
+    st = path.stat()
+    return f"{key}\ntrace file {path}: {st.st_size} bytes, mtime_ns {st.st_mtime_ns}"
+
+
 def save_run(out: Path, r: RunResult, fingerprint: str) -> None:
     """One finished run as JSON, atomically. JSON writes floats in their shortest exact form
     (and inf/nan), so a loaded run gives the CSVs the same bytes as the run itself."""
@@ -323,9 +340,12 @@ def load_runs(out: Path, tasks: list[tuple[str, int]], fingerprint: str) -> dict
             continue
         try:
             data = json.loads(path.read_text())
-            if data.pop("scenario") != fingerprint:
-                raise EvaluateError(f"--resume: {path} was run on another scenario; remove it or "
-                                    "choose another --out")
+            saved = data.pop("scenario")
+            if saved != fingerprint:
+                scenario, _, trace = fingerprint.partition("\n")
+                why = (f"was run on another version of the trace file (now: {trace})"
+                       if saved.partition("\n")[0] == scenario else "was run on another scenario")
+                raise EvaluateError(f"--resume: {path} {why}; remove it or choose another --out")
             data["timeline"] = tuple(tuple(row) for row in data["timeline"])
             done[(policy, seed)] = RunResult(**data)
         except EvaluateError:
@@ -456,7 +476,7 @@ def evaluate(
     in `out`; returns the leaderboard. `resume` reuses the runs saved in `out`. See the module
     docstring for how `out` is held and filled."""
     sc = build(scenario, 0)[0]  # a bad scenario fails here, once, before any worker or Ray task starts
-    key = sc.model_dump_json()  # the scenario as it resolves (every field): a saved run must match it
+    key = run_key(sc)
     with claim(out):
         (out / PER_RUN).mkdir(exist_ok=True)
         tasks = _tasks(policies, seeds, first_seed)

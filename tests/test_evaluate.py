@@ -207,6 +207,32 @@ def test_resume_refuses_runs_saved_for_another_scenario(tmp_path):
         evaluate("tiny", ["fifo"], 1, tmp_path, workers=1, progress=False, resume=True)
 
 
+def test_resume_refuses_runs_saved_before_the_trace_file_changed(tmp_path):
+    """The saved-run check covers the trace a scenario replays: a file edited (size) or replaced
+    (mtime) between run and resume is refused, naming it; an untouched one resumes."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    trace = tmp_path / "trace.json"
+    shutil.copy(Path(__file__).parent / "data" / "philly_cluster_job_log.json", trace)
+    sc = {"name": "replay", "cluster": "tiny",
+          "workload": {"kind": "trace", "models": {"ResNet-50": 1},
+                       "trace": {"path": str(trace), "format": "philly_json"}}}
+    out = tmp_path / "out"
+    evaluate(sc, ["fifo"], 1, out, workers=1, progress=False)
+    evaluate(sc, ["fifo"], 1, out, workers=1, progress=False, resume=True)  # unchanged: resumes
+    st = trace.stat()
+    os.utime(trace, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # same bytes, another version
+    with pytest.raises(EvaluateError, match=r"fifo.seed0.json was run on another version of the "
+                       r"trace file \(now: trace file .*trace.json: \d+ bytes"):
+        evaluate(sc, ["fifo"], 1, out, workers=1, progress=False, resume=True)
+    evaluate(sc, ["fifo"], 1, out, workers=1, progress=False)  # without --resume: run again
+    trace.write_text(trace.read_text() + " ")  # one byte more
+    with pytest.raises(EvaluateError, match="another version of the trace file"):
+        evaluate(sc, ["fifo"], 1, out, workers=1, progress=False, resume=True)
+
+
 def test_small_gpu_utilisation_is_not_printed_as_zero():
     from rich.console import Console
 
