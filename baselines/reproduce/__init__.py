@@ -17,8 +17,9 @@ signed number with the same unit (%, x or none), so rows written before the rule
 `kind="testbed"` marks a check of the paper's testbed rather than of a claim: one observable other
 than the claims (D²S's traffic volume per experiment, FlowCon's alpha sensitivity, DLTAP's
 cross- vs inner-node throughput of Fig. 3 (a), Optimus' speed-estimation error, DRF's total
-allocation read from the cluster), so a scenario cannot quietly drift from the paper's set-up. It is judged by the same rule, and reads "off" where
-the magnitude is outside [half, twice] the paper's.
+allocation read from the cluster), so a scenario cannot quietly drift from the paper's set-up.
+It is judged by the same rule, and reads "off" where the magnitude is outside [half, twice] the
+paper's; one without a paper figure (DLTAP's "cross < inner", Optimus' "small") by its direction.
 """
 
 from __future__ import annotations
