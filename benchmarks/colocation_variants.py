@@ -12,10 +12,11 @@ over its mean over types (`lrel`). Variants:
 - today (before issue 17's second pass): typical s, p (geometric median) for an unseen job; the
   pair's geometric mean over the other types (else the jobs' mean s, p) for an unseen type;
 - direct: 1 / (1 + exp(w . [x_a, x_b] + c_T)) fitted on the pairs themselves, no per-job numbers;
-- two-stage (adopted form, profiles.fit_colocation_features): ln s and ln p of the per-job fits
+- two-stage (profiles.fit_colocation_features): ln s and ln p of the per-job fits
   regressed on x, per type or pooled with a per-type intercept, ridge lambda by leave-one-family-out
   inside the training part;
-- for an unseen type, also the two-stage model averaged with today's pair mean (adopted).
+- for an unseen type, also the two-stage model averaged with today's pair mean, equal weights.
+None is adopted by the engine (README "GPU types and sharing" says why).
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ def main() -> None:
     rows.append(("two-stage per type, lt+lvk", score(two_stage(["lt", "lvk"], pooled=False))))
     for names in (["lt"], ["lt", "lvk"], ["lt", "lsam", "lvk"], ["lt", "lbs"], ["lt", "lrel"]):
         rows.append((f"two-stage pooled, {'+'.join(names)}", score(two_stage(names))))
-    rows.append(("two-stage pooled lt; unseen type: mean with today's (adopted)",
+    rows.append(("two-stage pooled lt; unseen type: mean with today's",
                  score(two_stage(["lt"]), average_today=True)))
     print("| variant | leave family out | leave K80 out | leave P100 out | leave V100 out |")
     print("|---|---|---|---|---|")

@@ -504,8 +504,7 @@ def _line(name: str, s: dict) -> str:
 
 
 def _print_pairs(g: dict) -> None:
-    print("Gavel co-located pairs, ratio_a = 1 / (1 + s_a p_b) per GPU type (profiles.fit_colocation); held out:"
-          " s, p from ln steps/s alone (profiles.fit_colocation_features)")
+    print("Gavel co-located pairs, ratio_a = 1 / (1 + s_a p_b) per GPU type (profiles.fit_colocation)")
     for gpu, v in g["in_sample"].items():
         print(f"  in sample {gpu:<5} R^2 {v['r2']:.3f}  RMSE {v['rmse']:.3f}  n {v['n']}")
     lf = g["leave_family_out"]

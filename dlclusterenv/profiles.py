@@ -28,8 +28,6 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
-from .speed import Colocation, ColocationFeatures
-
 GAVEL_GPU_TYPES = ("k80", "p100", "v100")
 _U_MIN = 1e-3  # utilisations must stay > 0; the fit's lower bound
 _SCREEN_NFEV = 20  # iterations per start before the best starts are run to convergence
@@ -393,19 +391,40 @@ def fit_colocation(records: list[GavelPair]) -> ColocationFit:
     )
 
 
-def alone_steps(by_gpu: dict[str, list[GavelPair]]) -> dict[str, dict[str, float]]:
-    """Each job's steps/s alone per GPU type, as the pair records carry it (no pairing needed)."""
-    out: dict[str, dict[str, float]] = {}
-    for g, recs in by_gpu.items():
-        for r in recs:
-            out.setdefault(r.job_a, {})[g] = r.alone_a
-            out.setdefault(r.job_b, {})[g] = r.alone_b
-    return out
+def _typical(values: dict[str, float]) -> float:
+    """A job the fit has not seen gets the training jobs' geometric median."""
+    return float(np.exp(np.median(np.log(np.maximum(list(values.values()), 1e-9)))))
+
+
+@dataclass(frozen=True)
+class ColocationFeatures:
+    """A job's co-location sensitivity and pressure from what is observable without pairing it:
+    ln s = w_s . z + c_s[T], ln p = w_p . z + c_p[T], z = (x - mean) / sd standardised features of the
+    job on GPU type T (x = [ln steps/s alone on T] by default). Pooled over Gavel's GPU types with a
+    per-type intercept; a type not in the fit takes the mean intercept. Tried for issue 17 as the
+    fallback for unmeasured jobs and types, not adopted (README "GPU types and sharing";
+    benchmarks/colocation_variants.py)."""
+
+    mean: tuple[float, ...]
+    sd: tuple[float, ...]
+    lam: dict[str, float]  # "sensitivity" / "pressure" -> the ridge lambda the fit chose
+    weight: dict[str, tuple[float, ...]]  # "sensitivity" / "pressure" -> one weight per feature
+    intercept: dict[str, dict[str, float]]  # "sensitivity" / "pressure" -> GPU type -> c
+
+    def sp(self, gpu: str, x) -> tuple[float, float]:
+        """(sensitivity, pressure) of a job with features x on a GPU of type `gpu`."""
+        z = (np.asarray(x, float) - np.asarray(self.mean)) / np.asarray(self.sd)
+        out = []
+        for key in ("sensitivity", "pressure"):
+            c = self.intercept[key]
+            c0 = c[gpu] if gpu in c else float(np.mean(list(c.values())))
+            out.append(float(np.exp(z @ np.asarray(self.weight[key]) + c0)))
+        return out[0], out[1]
 
 
 def log_steps(job: str, gpu: str, alone: dict[str, dict[str, float]]) -> list[float]:
-    """The adopted co-location feature: ln of the job's steps/s alone on that GPU type (the engine
-    knows it for any job on any type: 1 / speed.gpu_compute_s)."""
+    """A co-location feature observable without pairing: ln of the job's steps/s alone on that GPU
+    type (an engine would know it for any job on any type: 1 / speed.gpu_compute_s)."""
     return [math.log(alone[job][gpu])]
 
 
@@ -423,7 +442,7 @@ def _ridge(x: np.ndarray, onehot: np.ndarray, t: np.ndarray, lam: float) -> np.n
 def fit_colocation_features(fits: dict[str, ColocationFit], alone: dict[str, dict[str, float]],
                             feature=log_steps) -> ColocationFeatures:
     """Regress each job's ln s and ln p of the per-type fits on `feature(job, gpu, alone)`, pooled
-    over the types with a per-type intercept (speed.ColocationFeatures). Ridge lambda from
+    over the types with a per-type intercept (ColocationFeatures). Ridge lambda from
     COLOCATION_LAMBDAS by leave-one-family-out over the fitted jobs (never on a scored hold-out)."""
     types = sorted(fits)
     rows = [(g, j) for g in types for j in sorted(fits[g].sensitivity)]
@@ -453,49 +472,60 @@ def fit_colocation_features(fits: dict[str, ColocationFit], alone: dict[str, dic
 
 
 def colocation_report(by_gpu: dict[str, list[GavelPair]]) -> dict:
-    """In-sample fit per GPU type; leave one model family out and leave one GPU type out, each
-    predicted by the engine's own `speed.Colocation` built from the training part only
-    (`colocation_table`): a held-out family's jobs have no fit (its rule 2 with the feature model), a
-    held-out type was not measured (its rule 3). The held-out part's own steps/s alone is a feature,
-    its pairs never. RMSE against a constant (the training pairs' mean) beside each."""
+    """In-sample fit per GPU type; leave one model family out (its jobs get the typical s and p of
+    the rest, the engine's rule for a model Gavel did not measure); leave one GPU type out (the
+    engine's rule for a GPU type Gavel did not measure: a pair's geometric mean over the other
+    types, or the geometric mean of the jobs' s and p where the pair was not measured there). RMSE against a constant (the training pairs' mean) beside each."""
     types = [g for g in GAVEL_GPU_TYPES if by_gpu.get(g)]
-    alone = alone_steps(by_gpu)
     fits = {g: fit_colocation(by_gpu[g]) for g in types}
     out: dict = {"in_sample": {g: {"r2": f.r2, "rmse": f.rmse, "n": len(_pair_obs(by_gpu[g]))}
                                for g, f in fits.items()}}
     err, const = [], []
-    for fam in sorted({_family_batch(j)[0] for j in alone}):
-        held = lambda j: _family_batch(j)[0] == fam  # noqa: E731
-        train = {g: [r for r in by_gpu[g] if not (held(r.job_a) or held(r.job_b))] for g in types}
-        train = {g: recs for g, recs in train.items() if recs}
-        if not train:
-            continue
-        coloc = Colocation(colocation_table(train))
-        for g in train:
-            mean = np.mean([o[2] for o in _pair_obs(train[g])])
-            for ja, jb, y in _pair_obs(by_gpu[g]):
-                if held(ja) or held(jb):
-                    err.append(coloc.pair(g, ja, jb, alone[ja][g], alone[jb][g]) - y)
-                    const.append(mean - y)
+    for g in types:
+        fams = sorted({_family_batch(j)[0] for r in by_gpu[g] for j in (r.job_a, r.job_b)})
+        for fam in fams:
+            held = lambda j: _family_batch(j)[0] == fam  # noqa: E731
+            train = [r for r in by_gpu[g] if not (held(r.job_a) or held(r.job_b))]
+            test = [o for o in _pair_obs(by_gpu[g]) if held(o[0]) or held(o[1])]
+            if not train or not test:
+                continue
+            f = fit_colocation(train)
+            s0, p0 = _typical(f.sensitivity), _typical(f.pressure)
+            mean = np.mean([o[2] for o in _pair_obs(train)])
+            for ja, jb, y in test:
+                pred = colocation_speed(f.sensitivity.get(ja, s0), [f.pressure.get(jb, p0)])
+                err.append(pred - y)
+                const.append(mean - y)
     out["leave_family_out"] = {"rmse": _rms(err), "constant_rmse": _rms(const), "n": len(err)}
     out["leave_gpu_out"] = {}
     for g in types:
-        coloc = Colocation(colocation_table({h: by_gpu[h] for h in types if h != g}))
+        rest = [fits[h] for h in types if h != g]
+        gm = lambda key, j: float(np.exp(np.mean([np.log(max(getattr(f, key)[j], 1e-9))  # noqa: E731
+                                                  for f in rest if j in getattr(f, key)])))
+        seen: dict[tuple[str, str], list[float]] = {}
+        for h in types:
+            if h != g:
+                for ja, jb, y in _pair_obs(by_gpu[h]):
+                    seen.setdefault((ja, jb), []).append(y)
         mean = np.mean([o[2] for h in types if h != g for o in _pair_obs(by_gpu[h])])
-        obs = _pair_obs(by_gpu[g])
-        e = [coloc.pair(g, ja, jb, alone[ja][g], alone[jb][g]) - y for ja, jb, y in obs]
-        out["leave_gpu_out"][g] = {"rmse": _rms(e), "constant_rmse": _rms([mean - y for *_, y in obs]),
-                                   "n": len(e)}
+        e, c = [], []
+        for ja, jb, y in _pair_obs(by_gpu[g]):
+            if (ja, jb) in seen:  # the engine's rule 2: the pair's geometric mean on other types
+                pred = float(np.exp(np.mean(np.log(np.maximum(seen[ja, jb], 1e-9)))))
+            else:
+                pred = colocation_speed(gm("sensitivity", ja), [gm("pressure", jb)])
+            e.append(pred - y)
+            c.append(mean - y)
+        out["leave_gpu_out"][g] = {"rmse": _rms(e), "constant_rmse": _rms(c), "n": len(e)}
     return out
 
 
 def colocation_table(by_gpu: dict[str, list[GavelPair]]) -> dict:
-    """What configs/colocation/gavel.yaml carries (speed.Colocation's input): per GPU type, each
-    job's fitted [sensitivity, pressure] and each measured pair's [job_a, job_b, ratio_a, ratio_b];
-    under `features`, the feature model (speed.ColocationFeatures) fitted on all the types given."""
-    fits = {g: fit_colocation(recs) for g, recs in by_gpu.items()}
-    out: dict = {"features": fit_colocation_features(fits, alone_steps(by_gpu)).to_dict()}
-    for g, f in fits.items():
+    """What configs/colocation/gavel.yaml carries: per GPU type, each job's fitted [sensitivity,
+    pressure] and each measured pair's [job_a, job_b, ratio_a, ratio_b]."""
+    out = {}
+    for g in GAVEL_GPU_TYPES:
+        f = fit_colocation(by_gpu[g])
         out[g] = {"fit": {j: [f.sensitivity[j], f.pressure[j]] for j in sorted(f.sensitivity)},
                   "pairs": [[r.job_a, r.job_b, r.ratio_a, r.ratio_b] for r in by_gpu[g]]}
     return out
@@ -506,18 +536,16 @@ def colocation_table(by_gpu: dict[str, list[GavelPair]]) -> dict:
 GANDIVA_PACKING = {"ResNet-50": (9.0, 10.3), "LM": (53.0, 63.8)}
 
 
-def gandiva_packing_check(colocation) -> dict:
-    """Predict Gandiva Table 1's packing gain on a P40 (a type Gavel did not measure: rule 3 of
-    speed.Colocation) with the k-way rule: two copies of the job packed, aggregate throughput over
-    time-slicing's. Time-slicing two copies gives one job's alone speed (the 0.1 s per 60 s switch
-    is ignored), so Table 1's time-slicing mb/s is the job's steps/s alone on the P40, the feature
-    (another column than the packing figure predicted). Gandiva names no batch size, so every Gavel
-    batch size of the family is shown."""
+def gandiva_packing_check(colocation, batches=None) -> dict:
+    """Predict Gandiva Table 1's packing gain on a P40 (a type Gavel did not measure, so the
+    geometric-mean rule applies) with the k-way rule: two copies of the job packed, aggregate
+    throughput over time-slicing's (one job's alone speed; the 0.1 s per 60 s switch is ignored).
+    Gandiva names no batch size, so every Gavel batch size of the family is shown."""
     out = {}
     for fam, (packed, sliced) in GANDIVA_PACKING.items():
         jobs = sorted({j for f in colocation.fit.values() for j in f if _family_batch(j)[0] == fam},
                       key=lambda j: _family_batch(j)[1] or 0)
-        pred = {j: float(colocation.factors("p40", [j, j], [sliced, sliced]).sum()) for j in jobs}
+        pred = {j: float(colocation.factors("p40", [j, j]).sum()) for j in jobs}
         out[fam] = {"measured": packed / sliced, "predicted": pred}
     return out
 

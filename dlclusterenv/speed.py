@@ -42,57 +42,16 @@ from .config import ModelSpec, Overheads
 from .jobs import Job
 
 
-@dataclass(frozen=True)
-class ColocationFeatures:
-    """A job's co-location sensitivity and pressure from what is observable without pairing it:
-    ln s = w_s . z + c_s[T], ln p = w_p . z + c_p[T], z = (x - mean) / sd standardised features of the
-    job on GPU type T (the engine's: x = [ln steps/s alone on T]). Pooled over Gavel's GPU types with a
-    per-type intercept; a type Gavel did not measure takes the mean intercept. Fitted by ridge on
-    profiles.fit_colocation's (s, p), lambda by leave-one-family-out (profiles.fit_colocation_features)."""
-
-    mean: tuple[float, ...]
-    sd: tuple[float, ...]
-    lam: dict[str, float]  # "sensitivity" / "pressure" -> the ridge lambda the fit chose
-    weight: dict[str, tuple[float, ...]]  # "sensitivity" / "pressure" -> one weight per feature
-    intercept: dict[str, dict[str, float]]  # "sensitivity" / "pressure" -> GPU type -> c
-
-    def sp(self, gpu: str, x) -> tuple[float, float]:
-        """(sensitivity, pressure) of a job with features x on a GPU of type `gpu`."""
-        z = (np.asarray(x, float) - np.asarray(self.mean)) / np.asarray(self.sd)
-        out = []
-        for key in ("sensitivity", "pressure"):
-            c = self.intercept[key]
-            c0 = c[gpu] if gpu in c else float(np.mean(list(c.values())))
-            out.append(float(np.exp(z @ np.asarray(self.weight[key]) + c0)))
-        return out[0], out[1]
-
-    def to_dict(self) -> dict:
-        return {"mean": list(self.mean), "sd": list(self.sd),
-                **{k: {"weight": list(self.weight[k]), "intercept": dict(self.intercept[k]),
-                       "lambda": self.lam[k]} for k in ("sensitivity", "pressure")}}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "ColocationFeatures":
-        keys = ("sensitivity", "pressure")
-        return cls(tuple(map(float, d["mean"])), tuple(map(float, d["sd"])),
-                   {k: float(d[k]["lambda"]) for k in keys},
-                   {k: tuple(map(float, d[k]["weight"])) for k in keys},
-                   {k: {g: float(c) for g, c in d[k]["intercept"].items()} for k in keys})
-
-
 class Colocation:
     """Measured co-location per GPU type (configs/colocation/gavel.yaml, source and derivation there).
 
     A pair (a, b) on a GPU of type T gives a the factor r_ab (its speed over its speed alone):
     1. measured by Gavel on T: the measurement (asymmetric, each job its own);
-    2. T measured, pair not (it did not fit in memory, or a job has no fit): r_ab = 1 / (1 + s_a p_b)
-       with T's per-job fit (profiles.fit_colocation), `ColocationFeatures` on T for a job without one
-       (scored by `dlcluster fidelity` as "leave one family out");
-    3. a type Gavel did not measure (P40, T4, ...): the mean of two estimates that miss in different
-       ways, equal weights (not fitted): the pair's geometric mean over the measured types (keeps the
-       pair, not the type; rule 2's formula with each job's geometric-mean s and p where the pair was
-       never measured) and `ColocationFeatures` with the jobs' steps/s alone on T (keeps the type's
-       level, little of the job). Scored as "leave one GPU type out".
+    2. a type Gavel did not measure (P40, T4, ...): the geometric mean of the pair's measurements
+       on the types that have it (scored as "leave one GPU type out" by `dlcluster fidelity`);
+    3. a pair never measured: the per-type fit r_ab = 1 / (1 + s_a p_b) (profiles.fit_colocation),
+       with a job's geometric mean of s and p over the measured types where T has no fit, and the
+       typical job's s and p (geometric median) for a job without a fit ("leave one family out").
     k jobs on one GPU (k-way rule): slowdowns add, 1 / f_a - 1 = sum over partners b of
     (1 / r_ab - 1); with fitted pairs this is 1 / (1 + s_a * sum of the partners' p).
     """
@@ -101,18 +60,17 @@ class Colocation:
         self.pairs: dict[tuple[str, str, str], float] = {}
         self.fit: dict[str, dict[str, tuple[float, float]]] = {}
         try:
-            data = dict(data)
-            self.features = ColocationFeatures.from_dict(data.pop("features"))
             for gpu, entry in data.items():
                 self.fit[gpu] = {j: (float(s), float(p)) for j, (s, p) in entry["fit"].items()}
                 for a, b, ra, rb in entry["pairs"]:
                     self.pairs[gpu, a, b], self.pairs[gpu, b, a] = float(ra), float(rb)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise ValueError(f"{where}: expected {{features: {{mean, sd, sensitivity, pressure}}, "
-                             f"gpu: {{fit: {{job: [s, p]}}, pairs: [[a, b, ra, rb]]}}}}: {e!r}") from None
-        gm = lambda v: tuple(np.exp(np.mean(np.log(np.maximum(v, 1e-12)), axis=0)))  # noqa: E731
+            raise ValueError(f"{where}: expected {{gpu: {{fit: {{job: [s, p]}}, pairs: [[a, b, ra, rb]]}}}}: {e!r}") from None
         jobs = {j for f in self.fit.values() for j in f}
-        self._mean = {j: gm([f[j] for f in self.fit.values() if j in f]) for j in jobs}
+        self._mean = {j: tuple(np.exp(np.mean([np.log(np.maximum(f[j], 1e-12)) for f in self.fit.values()
+                                               if j in f], axis=0))) for j in jobs}
+        logs = np.log(np.maximum(np.array(list(self._mean.values())), 1e-12))
+        self._typical = tuple(np.exp(np.median(logs, axis=0))) if len(logs) else (1.0, 1.0)
         across: dict[tuple[str, str], list[float]] = {}
         for (_, a, b), r in self.pairs.items():
             across.setdefault((a, b), []).append(r)
@@ -124,38 +82,24 @@ class Colocation:
 
         return cls(read_yaml(path), str(path))
 
-    def _feature_sp(self, gpu: str, job: str, steps_per_s: float | None) -> tuple[float, float]:
-        if steps_per_s is None or not steps_per_s > 0:
-            raise ValueError(f"co-location of {job!r} on GPU type {gpu!r}: the feature model needs its "
-                             f"steps/s alone there, got {steps_per_s!r}")
-        return self.features.sp(gpu, [np.log(steps_per_s)])
+    def _sp(self, gpu: str, job: str) -> tuple[float, float]:
+        fit = self.fit.get(gpu)
+        if fit is not None and job in fit:
+            return fit[job]
+        return self._mean.get(job, self._typical)
 
-    def pair(self, gpu: str, a: str, b: str, steps_a: float | None = None,
-             steps_b: float | None = None) -> float:
-        """a's speed over its speed alone when it shares a GPU of type `gpu` with b (rules 1-3);
-        steps_*: each job's steps/s alone on `gpu`, needed where the feature model is used."""
+    def pair(self, gpu: str, a: str, b: str) -> float:
+        """a's speed over its speed alone when it shares a GPU of type `gpu` with b (rules 1-3)."""
         if (gpu, a, b) in self.pairs:
             return self.pairs[gpu, a, b]
-        if gpu in self.fit:
-            fit = self.fit[gpu]
-            s = fit[a][0] if a in fit else self._feature_sp(gpu, a, steps_a)[0]
-            p = fit[b][1] if b in fit else self._feature_sp(gpu, b, steps_b)[1]
-            return 1.0 / (1.0 + s * p)
-        feat = 1.0 / (1.0 + self._feature_sp(gpu, a, steps_a)[0] * self._feature_sp(gpu, b, steps_b)[1])
-        if (a, b) in self._pair_mean:
-            across = self._pair_mean[a, b]
-        else:
-            s = self._mean[a][0] if a in self._mean else self._feature_sp(gpu, a, steps_a)[0]
-            p = self._mean[b][1] if b in self._mean else self._feature_sp(gpu, b, steps_b)[1]
-            across = 1.0 / (1.0 + s * p)
-        return 0.5 * (across + feat)
+        if gpu not in self.fit and (a, b) in self._pair_mean:
+            return self._pair_mean[a, b]
+        return 1.0 / (1.0 + self._sp(gpu, a)[0] * self._sp(gpu, b)[1])
 
-    def factors(self, gpu: str, jobs: list[str], steps_per_s: list[float] | None = None) -> np.ndarray:
-        """Each job's speed over its speed alone when `jobs` (alone at `steps_per_s` on this type)
-        share one GPU of type `gpu`."""
-        st = steps_per_s if steps_per_s is not None else [None] * len(jobs)
-        slow = np.array([sum(1.0 / self.pair(gpu, a, b, st[i], st[j]) - 1.0
-                             for j, b in enumerate(jobs) if j != i) for i, a in enumerate(jobs)])
+    def factors(self, gpu: str, jobs: list[str]) -> np.ndarray:
+        """Each job's speed over its speed alone when `jobs` share one GPU of type `gpu`."""
+        slow = np.array([sum(1.0 / self.pair(gpu, a, b) - 1.0 for j, b in enumerate(jobs) if j != i)
+                         for i, a in enumerate(jobs)])
         return 1.0 / (1.0 + slow)
 
 
@@ -409,8 +353,7 @@ def compute_rates(
             names = [gavel[w_job[i]] for i in ws]
             if None not in names:
                 gpu = cluster.node_gpu_type[cluster.gpu_node[gid]]
-                steps = [1.0 / gpu_compute_s(jobs[w_job[i]].model, gpu, names[n]) for n, i in enumerate(ws)]
-                packed[ws] = packing.colocation.factors(gpu, names, steps)
+                packed[ws] = packing.colocation.factors(gpu, names)
     f_gpu = np.where(share == 1, 1.0, np.where(mode[g] == 1, packed, switch / share))
     w_ref = k[w_job, _W_REF]
     f_cpu = np.where(w_ref > 0, eff[w_idx] / np.where(w_ref > 0, w_ref, 1.0), 1.0)
