@@ -3,7 +3,7 @@
     dlcluster evaluate --scenario default --policies all --seeds 3 --out runs/default
     dlcluster run --scenario dltap --policy fifo --seed 0
     dlcluster list policies|scenarios|envs
-    dlcluster fidelity [pollux FILE --params N --gpu-type T4 --comm allreduce] [--json OUT]
+    dlcluster fidelity [pollux FILE --params N --gpu-type T4 --comm allreduce | gavel-pairs FILE] [--json OUT]
     dlcluster train --config configs/agents/smoke.yaml --out runs/smoke [--resume runs/smoke]
     dlcluster benchmark [SUITE] [--check] [--validate LOG] [--policies SPEC,...]
 """
@@ -142,8 +142,10 @@ def _parser() -> argparse.ArgumentParser:
     ls.add_argument("what", choices=["policies", "scenarios", "envs"])
     cmd("envs", "list the registered Gym env ids (same as: list envs)")
     fd = cmd("fidelity", "score the speed model against measured step times")
-    fd.add_argument("kind", nargs="?", choices=["pollux"], help="omit to score all of ../shared/profiles")
-    fd.add_argument("file", nargs="?", help="a placements.csv or scalability.csv in Pollux's format")
+    fd.add_argument("kind", nargs="?", choices=["pollux", "gavel-pairs"],
+                    help="omit to score all of ../shared/profiles")
+    fd.add_argument("file", nargs="?", help="pollux: a placements.csv or scalability.csv in Pollux's format; "
+                    "gavel-pairs: a throughputs.json in Gavel's")
     fd.add_argument("--params", type=float, help="the model's parameter count")
     fd.add_argument("--gpu-type", default="T4", help="testbed of the measurements (T4: Pollux's)")
     fd.add_argument("--comm", choices=["allreduce", "ps"], default="allreduce",

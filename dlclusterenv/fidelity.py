@@ -18,7 +18,8 @@ What is scored is what the placement adds: each file's single-GPU step time at a
 the compute input (Pollux), or 1 / the single-GPU throughput (Gavel); every prediction is the
 engine's own (`speed.alone_speed` on a cluster built from the testbed), not a formula kept here.
 
-Run `dlcluster fidelity` (everything) or `dlcluster fidelity pollux FILE --params N ...`.
+Run `dlcluster fidelity` (everything), `dlcluster fidelity pollux FILE --params N ...` or
+`dlcluster fidelity gavel-pairs FILE` (the co-location scores of one Gavel-format file).
 """
 
 from __future__ import annotations
@@ -502,8 +503,7 @@ def _line(name: str, s: dict) -> str:
             f"{s['p90_abs_rel_err']:>9.1%} {s['n']:>6}")
 
 
-def _print_colocation(out: dict) -> None:
-    g = out["gavel_pairs"]
+def _print_pairs(g: dict) -> None:
     print("Gavel co-located pairs, ratio_a = 1 / (1 + s_a p_b) per GPU type (profiles.fit_colocation)")
     for gpu, v in g["in_sample"].items():
         print(f"  in sample {gpu:<5} R^2 {v['r2']:.3f}  RMSE {v['rmse']:.3f}  n {v['n']}")
@@ -511,6 +511,10 @@ def _print_colocation(out: dict) -> None:
     print(f"  leave one family out: RMSE {lf['rmse']:.3f} (constant {lf['constant_rmse']:.3f}), n {lf['n']}")
     for gpu, v in g["leave_gpu_out"].items():
         print(f"  leave {gpu} out: RMSE {v['rmse']:.3f} (constant {v['constant_rmse']:.3f}), n {v['n']}")
+
+
+def _print_colocation(out: dict) -> None:
+    _print_pairs(out["gavel_pairs"])
     print("Gandiva Table 1 packing gain on P40, two copies (k-way rule, never fitted): measured / predicted")
     for fam, v in out["gandiva_packing"].items():
         pred = ", ".join(f"{j.split('(')[-1].rstrip(')')}: {x:.2f}" for j, x in v["predicted"].items())
@@ -524,9 +528,10 @@ def cli(kind, file, params, gpu_type, comm, step1, json_out) -> None:
     """`dlcluster fidelity`: print the scores (and write them as JSON)."""
     head = (f"{'measurement':<28} {'spearman':>8} {'data':>5} {'ceiling':>7} {'median':>9} {'p90':>9} "
             f"{'n':>6}")
-    print("spearman: model vs measured; data: the measurements' own agreement between adjacent local "
-          "batches (Gavel: scale factors); ceiling: sqrt(data), what a model with the true ranking "
-          "would reach")
+    if kind != "gavel-pairs":
+        print("spearman: model vs measured; data: the measurements' own agreement between adjacent local "
+              "batches (Gavel: scale factors); ceiling: sqrt(data), what a model with the true ranking "
+              "would reach")
     if kind is None:
         out = report()
         print("Pollux placements, leave-one-model-out (compute: each file's one-GPU step time)")
@@ -547,6 +552,16 @@ def cli(kind, file, params, gpu_type, comm, step1, json_out) -> None:
         c = out["constants"]["all"]
         print("constants fitted on all three placements files: " +
               ", ".join(f"{k}={v:.4g}" for k, v in c.items()))
+    elif kind == "gavel-pairs":
+        if file is None:
+            raise FidelityError("fidelity gavel-pairs: give FILE (Gavel's throughputs.json format)")
+        from .profiles import colocation_report, load_gavel
+
+        try:
+            out = colocation_report(load_gavel(file))
+        except ValueError as e:
+            raise FidelityError(str(e)) from None
+        _print_pairs(out)
     else:
         if file is None or params is None:
             raise FidelityError("fidelity pollux: give FILE and --params N")

@@ -396,6 +396,81 @@ def _typical(values: dict[str, float]) -> float:
     return float(np.exp(np.median(np.log(np.maximum(list(values.values()), 1e-9)))))
 
 
+@dataclass(frozen=True)
+class ColocationFeatures:
+    """A job's co-location sensitivity and pressure from what is observable without pairing it:
+    ln s = w_s . z + c_s[T], ln p = w_p . z + c_p[T], z = (x - mean) / sd standardised features of the
+    job on GPU type T (x = [ln steps/s alone on T] by default). Pooled over Gavel's GPU types with a
+    per-type intercept; a type not in the fit takes the mean intercept. Tried for issue 17 as the
+    fallback for unmeasured jobs and types, not adopted (README "GPU types and sharing";
+    benchmarks/colocation_variants.py)."""
+
+    mean: tuple[float, ...]
+    sd: tuple[float, ...]
+    lam: dict[str, float]  # "sensitivity" / "pressure" -> the ridge lambda the fit chose
+    weight: dict[str, tuple[float, ...]]  # "sensitivity" / "pressure" -> one weight per feature
+    intercept: dict[str, dict[str, float]]  # "sensitivity" / "pressure" -> GPU type -> c
+
+    def sp(self, gpu: str, x) -> tuple[float, float]:
+        """(sensitivity, pressure) of a job with features x on a GPU of type `gpu`."""
+        z = (np.asarray(x, float) - np.asarray(self.mean)) / np.asarray(self.sd)
+        out = []
+        for key in ("sensitivity", "pressure"):
+            c = self.intercept[key]
+            c0 = c[gpu] if gpu in c else float(np.mean(list(c.values())))
+            out.append(float(np.exp(z @ np.asarray(self.weight[key]) + c0)))
+        return out[0], out[1]
+
+
+def log_steps(job: str, gpu: str, alone: dict[str, dict[str, float]]) -> list[float]:
+    """A co-location feature observable without pairing: ln of the job's steps/s alone on that GPU
+    type (an engine would know it for any job on any type: 1 / speed.gpu_compute_s)."""
+    return [math.log(alone[job][gpu])]
+
+
+COLOCATION_LAMBDAS = (0.1, 1.0, 10.0, 100.0)  # ridge grid, fixed before scoring; the CV picks one
+
+
+def _ridge(x: np.ndarray, onehot: np.ndarray, t: np.ndarray, lam: float) -> np.ndarray:
+    """Weights of t ~ x @ w + onehot @ c, penalising w only."""
+    a = np.hstack([x, onehot])
+    reg = np.zeros(a.shape[1])
+    reg[: x.shape[1]] = lam
+    return np.linalg.lstsq(a.T @ a + np.diag(reg), a.T @ t, rcond=None)[0]
+
+
+def fit_colocation_features(fits: dict[str, ColocationFit], alone: dict[str, dict[str, float]],
+                            feature=log_steps) -> ColocationFeatures:
+    """Regress each job's ln s and ln p of the per-type fits on `feature(job, gpu, alone)`, pooled
+    over the types with a per-type intercept (ColocationFeatures). Ridge lambda from
+    COLOCATION_LAMBDAS by leave-one-family-out over the fitted jobs (never on a scored hold-out)."""
+    types = sorted(fits)
+    rows = [(g, j) for g in types for j in sorted(fits[g].sensitivity)]
+    x = np.array([feature(j, g, alone) for g, j in rows], float)
+    mean, sd = x.mean(0), x.std(0) + 1e-12
+    z = (x - mean) / sd
+    onehot = np.array([[g == t for t in types] for g, _ in rows], float)
+    fam = np.array([_family_batch(j)[0] for _, j in rows])
+    weight, intercept, lams = {}, {}, {}
+    for key in ("sensitivity", "pressure"):
+        t = np.log(np.maximum([getattr(fits[g], key)[j] for g, j in rows], 1e-9))
+
+        def cv(lam: float) -> float:
+            err = []
+            for f in np.unique(fam):
+                keep = fam != f
+                w = _ridge(z[keep], onehot[keep], t[keep], lam)
+                err.append(np.hstack([z[~keep], onehot[~keep]]) @ w - t[~keep])
+            return _rms(np.concatenate(err))
+
+        lam = min(COLOCATION_LAMBDAS, key=cv)
+        w = _ridge(z, onehot, t, lam)
+        weight[key] = tuple(w[: z.shape[1]].tolist())
+        intercept[key] = dict(zip(types, w[z.shape[1]:].tolist()))
+        lams[key] = lam
+    return ColocationFeatures(tuple(mean.tolist()), tuple(sd.tolist()), lams, weight, intercept)
+
+
 def colocation_report(by_gpu: dict[str, list[GavelPair]]) -> dict:
     """In-sample fit per GPU type; leave one model family out (its jobs get the typical s and p of
     the rest, the engine's rule for a model Gavel did not measure); leave one GPU type out (the

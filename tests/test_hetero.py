@@ -116,7 +116,8 @@ def test_presets_build(scenario):
 
 # ----------------------------------------------------------------------------- co-location
 from dlclusterenv.api import Decision  # noqa: E402
-from dlclusterenv.profiles import colocation_report, colocation_table, load_gavel  # noqa: E402
+from dlclusterenv.profiles import (colocation_report, colocation_table, fit_colocation,  # noqa: E402
+                                   fit_colocation_features, gavel_alone, load_gavel)
 from dlclusterenv.sim import Simulator  # noqa: E402
 from dlclusterenv.speed import Colocation  # noqa: E402
 
@@ -190,6 +191,72 @@ def test_colocation_file_is_the_derivation_and_meets_the_in_sample_target():
 def test_bad_colocation_file_names_it():
     with pytest.raises(ValueError, match="colo.yaml"):
         Colocation({"v100": {"fit": {"A": [1.0]}, "pairs": []}}, "colo.yaml")
+
+
+def _synthetic_gavel(path, noise=0.0):
+    """A small file in Gavel's format: 3 types x 3 families x 2 batches, ratios from a known
+    1 / (1 + s_a p_b) whose ln p falls with ln steps/s (so the feature model has something to find)."""
+    rng = np.random.default_rng(0)
+    jobs = {f"{fam} (batch size {b})": (0.3 + 0.2 * i + 0.05 * k) for i, fam in enumerate(["X", "Y", "Z"])
+            for k, b in enumerate([16, 32])}
+    data = {}
+    for t, (gpu, speedup) in enumerate({"k80": 1.0, "p100": 3.0, "v100": 4.0}.items()):
+        alone = {j: speedup * (8.0 - 10 * u) for j, u in jobs.items()}
+        entry = {}
+        for a in jobs:
+            row = {"null": alone[a]}
+            for b in jobs:
+                s_a, p_b = 0.8 + jobs[a], np.exp(-0.5 * np.log(alone[b]) + 0.2 * t)
+                r_a = 1 / (1 + s_a * p_b) + noise * rng.normal()
+                s_b, p_a = 0.8 + jobs[b], np.exp(-0.5 * np.log(alone[a]) + 0.2 * t)
+                r_b = 1 / (1 + s_b * p_a) + noise * rng.normal()
+                row[str((b, 1))] = [r_a * alone[a], r_b * alone[b]]
+            entry[str((a, 1))] = row
+        data[gpu] = entry
+    # mirrors must agree: rebuild (b, a) from (a, b)
+    for gpu, entry in data.items():
+        for a in jobs:
+            for b in jobs:
+                if a < b:
+                    ra, rb = entry[str((a, 1))][str((b, 1))]
+                    entry[str((b, 1))][str((a, 1))] = [rb, ra]
+            entry[str((a, 1))][str((a, 1))] = [entry[str((a, 1))][str((a, 1))][0]] * 2
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_fidelity_gavel_pairs_prints_the_scores_of_a_small_file(tmp_path, capsys):
+    from dlclusterenv.fidelity import FidelityError, cli
+
+    path = _synthetic_gavel(tmp_path / "gavel.json")
+    rep = colocation_report(load_gavel(path))
+    cli("gavel-pairs", str(path), None, "T4", "allreduce", None, None)
+    out = capsys.readouterr().out
+    lf = rep["leave_family_out"]
+    assert f"leave one family out: RMSE {lf['rmse']:.3f} (constant {lf['constant_rmse']:.3f}), n {lf['n']}" in out
+    for g, v in rep["leave_gpu_out"].items():
+        assert f"leave {g} out: RMSE {v['rmse']:.3f} (constant {v['constant_rmse']:.3f}), n {v['n']}" in out
+    assert all(f"in sample {g:<5} R^2 1.000" in out for g in ("k80", "p100", "v100"))  # the data follow the form
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    with pytest.raises(FidelityError, match="bad.json"):
+        cli("gavel-pairs", str(tmp_path / "bad.json"), None, "T4", "allreduce", None, None)
+
+
+def test_feature_model_finds_pressure_falling_with_alone_speed(tmp_path):
+    """profiles.fit_colocation_features (tried for issue 17, not adopted): on pairs whose pressure is
+    exp(-0.5 ln steps/s + 0.2 t) on the t-th type, it finds a falling pressure, one intercept per type
+    rising with t, and the mean intercept for a type it was not fitted on."""
+    by_gpu = load_gavel(_synthetic_gavel(tmp_path / "gavel.json"))
+    fits = {g: fit_colocation(by_gpu[g]) for g in by_gpu}
+    alone = {j: v for j, v in gavel_alone(tmp_path / "gavel.json").items()}
+    m = fit_colocation_features(fits, alone)
+    assert m.weight["pressure"][0] < 0
+    c = m.intercept["pressure"]
+    assert c["k80"] < c["p100"] < c["v100"]
+    assert m.sp("p40", [2.0])[1] == pytest.approx(np.exp((2.0 - m.mean[0]) / m.sd[0] * m.weight["pressure"][0]
+                                                         + np.mean(list(c.values()))))
+    # the feature is what moves it: a faster job exerts less pressure, on any type
+    assert m.sp("k80", [3.0])[1] < m.sp("k80", [1.0])[1]
 
 
 # ----------------------------------------------------------------------------- fractional GPUs
