@@ -425,12 +425,14 @@ class ClusterEnv(gym.Env):
         if now != self._rows_now:  # progress, age and loss move only with the clock
             keys[:] = [None if k is None else () for k in keys]  # () : stale, None: zeros
             self._rows_now = now
+        changed, rows = [], []
         for i, j in enumerate(slots):  # rows are recomputed only when their job's state changed
             key = (j.job_id, j.n_placed, j.status, j.num_ps, j.num_workers)
             if keys[i] != key:
                 m = j.model
                 loss = j.obs_loss
-                block[i] = (
+                changed.append(i)
+                rows.append((
                     1.0,
                     j.status == "running",
                     j.num_ps / 16,
@@ -441,9 +443,10 @@ class ClusterEnv(gym.Env):
                     m.worker.gpu,
                     math.log10(m.param_bytes) / 12,
                     j.n_placed / max(len(j.tasks), 1),
-                )
-                np.minimum(block[i], 1.0, out=block[i])  # all features are >= 0
+                ))
                 keys[i] = key
+        if changed:  # one write for all changed rows; all features are >= 0
+            block[changed] = np.minimum(np.array(rows, np.float32), 1.0)
         for i in range(len(slots), self.max_jobs):
             if keys[i] is not None:
                 block[i] = 0.0
