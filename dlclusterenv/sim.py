@@ -594,15 +594,18 @@ class Simulator:
             t_next = min(t_arr, self._next_tick() if self._active else math.inf, t_wake, self.horizon_s)
             t_internal = math.inf
             ends: list[tuple[float, Job]] = []  # running jobs' completion times
+            now, awake, speed = self.now, self.now + EPS, r.speed
             for job in self._holding:
                 if job.status != RUNNING:
                     continue
-                if job.paused_until > self.now + EPS:
-                    t_internal = min(t_internal, job.paused_until)
-                elif r.speed.get(job.job_id, 0.0) > 0:
-                    rem = job.total_steps - job.steps_done
-                    ends.append((self.now + rem / r.speed[job.job_id], job))
-                    t_next = min(t_next, ends[-1][0])
+                if job.paused_until > awake:
+                    if job.paused_until < t_internal:
+                        t_internal = job.paused_until
+                elif speed.get(job.job_id, 0.0) > 0:
+                    t_end = now + (job.total_steps - job.steps_done) / speed[job.job_id]
+                    ends.append((t_end, job))
+                    if t_end < t_next:
+                        t_next = t_end
             t = min(t_next, t_internal)
             if math.isinf(t):  # nothing will ever happen again: jobs left are reported unfinished
                 self.done = True
