@@ -23,7 +23,7 @@ from .config import CONFIG_DIR, ModelZoo
 from .jobs import DONE, PENDING, RUNNING, Job, JobSpec, Task, job_epochs, stop_delta
 from .metrics import Metrics, summarize
 from .comm import link_capacity, pattern
-from .speed import Colocation, PackingModel, Rates, alone_speed, compute_rates
+from .speed import Colocation, PackingModel, PlanStack, Rates, alone_speed, compute_rates
 
 EPS = 1e-9
 # Consecutive steps of the engine (loop turns of advance(), across calls) that may leave the clock
@@ -113,6 +113,7 @@ class Simulator:
         self._holding: list[Job] = []
         self.version = 0  # bumped by every change a ClusterView could show
         self._rates: Rates | None = None
+        self._plan_stack = PlanStack()  # the running jobs' plans, gathered once (speed.PlanStack)
         self._wakes: list[float] = []  # decision points schedulers asked for
         self.totals = Totals()
         self.done = False
@@ -570,7 +571,7 @@ class Simulator:
                 j for j in self._holding if j.status == RUNNING and j.paused_until <= self.now + EPS
             ]
             self._rates = compute_rates(
-                self.cluster, running, self.gpu_mode, self.overheads, self.packing
+                self.cluster, running, self.gpu_mode, self.overheads, self.packing, self._plan_stack
             )
         return self._rates
 
