@@ -8,7 +8,7 @@ memory, cores for CPU.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -311,10 +311,42 @@ def resolve(name_or_path: str | Path, kind: str) -> Path:
     return preset
 
 
+def file_stamp(path: Path) -> tuple[int, int] | None:
+    """(mtime in ns, size) of a file, None if it cannot be read: what a cache of it is keyed by."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def load_cached(path: Path | str, parse: Callable[[Path], Any]) -> Any:
+    """`parse(path)`, done once per file version: keyed by the resolved path, mtime and size, so an
+    edited file is read again while a reset or a `make_sim` per seed no longer re-parses YAML
+    (that was most of a short episode). Results are frozen models, shared by every caller; a
+    failure is not cached (it is raised again, with the same message, on the next call)."""
+    path = Path(path)
+    stamp = file_stamp(path)
+    if stamp is None:
+        return parse(path)  # the parser reports the missing file
+    key = (path.resolve(), stamp, parse)
+    if key not in _PARSED:
+        if len(_PARSED) >= 64:
+            del _PARSED[next(iter(_PARSED))]  # oldest first
+        _PARSED[key] = parse(path)  # messages name the path as the caller gave it
+    return _PARSED[key]
+
+
+_PARSED: dict[tuple[Path, tuple[int, int], Callable], Any] = {}
+
+
 def load_cluster(name_or_path: str | Path | ClusterConfig) -> ClusterConfig:
     if isinstance(name_or_path, ClusterConfig):
         return name_or_path
-    path = resolve(name_or_path, "clusters")
+    return load_cached(resolve(name_or_path, "clusters"), _parse_cluster)
+
+
+def _parse_cluster(path: Path) -> ClusterConfig:
     data = read_yaml(path)
     if isinstance(data, dict) and "node_list" in data:
         from .traces import cluster_from_node_list
@@ -324,5 +356,8 @@ def load_cluster(name_or_path: str | Path | ClusterConfig) -> ClusterConfig:
 
 
 def load_zoo(path: str | Path | None = None) -> ModelZoo:
-    path = Path(path) if path else CONFIG_DIR / "models.yaml"
+    return load_cached(Path(path) if path else CONFIG_DIR / "models.yaml", _parse_zoo)
+
+
+def _parse_zoo(path: Path) -> ModelZoo:
     return validate(ModelZoo, read_yaml(path), path)

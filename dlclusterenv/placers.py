@@ -47,9 +47,14 @@ class Capacity:
             & (self.gpu >= d.gpu)
         )
 
-    def fits_many(self, demands: list[Demand]) -> np.ndarray:
-        """`fits` for several demands at once: a (len(demands), nodes) boolean array."""
-        need = np.array([(d.cpu, d.mem_gb, d.bw_MBps * 1e6, d.gpu) for d in demands], dtype=float)
+    @staticmethod
+    def needs(demands: list[Demand]) -> np.ndarray:
+        """(len(demands), 4): what `fits_many` compares, built once where demands repeat."""
+        return np.array([(d.cpu, d.mem_gb, d.bw_MBps * 1e6, d.gpu) for d in demands], dtype=float)
+
+    def fits_many(self, demands: list[Demand] | np.ndarray) -> np.ndarray:
+        """`fits` for several demands (or their `needs`) at once: a (len, nodes) boolean array."""
+        need = demands if isinstance(demands, np.ndarray) else self.needs(demands)
         free = np.stack([self.cpu + 1e-9, self.mem + 1e-9, self.bw + 1e-3, self.gpu.astype(float)])
         return (free[None, :, :] >= need[:, :, None]).all(axis=1)
 

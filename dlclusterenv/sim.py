@@ -23,7 +23,7 @@ from .config import CONFIG_DIR, ModelZoo
 from .jobs import DONE, PENDING, RUNNING, Job, JobSpec, Task, job_epochs, stop_delta
 from .metrics import Metrics, summarize
 from .comm import link_capacity, pattern
-from .speed import Colocation, PackingModel, Rates, alone_speed, compute_rates
+from .speed import Colocation, PackingModel, PlanStack, Rates, alone_speed, compute_rates
 
 EPS = 1e-9
 # Consecutive steps of the engine (loop turns of advance(), across calls) that may leave the clock
@@ -113,6 +113,7 @@ class Simulator:
         self._holding: list[Job] = []
         self.version = 0  # bumped by every change a ClusterView could show
         self._rates: Rates | None = None
+        self._plan_stack = PlanStack()  # the running jobs' plans, gathered once (speed.PlanStack)
         self._wakes: list[float] = []  # decision points schedulers asked for
         self.totals = Totals()
         self.done = False
@@ -570,7 +571,7 @@ class Simulator:
                 j for j in self._holding if j.status == RUNNING and j.paused_until <= self.now + EPS
             ]
             self._rates = compute_rates(
-                self.cluster, running, self.gpu_mode, self.overheads, self.packing
+                self.cluster, running, self.gpu_mode, self.overheads, self.packing, self._plan_stack
             )
         return self._rates
 
@@ -594,15 +595,18 @@ class Simulator:
             t_next = min(t_arr, self._next_tick() if self._active else math.inf, t_wake, self.horizon_s)
             t_internal = math.inf
             ends: list[tuple[float, Job]] = []  # running jobs' completion times
+            now, awake, speed = self.now, self.now + EPS, r.speed
             for job in self._holding:
                 if job.status != RUNNING:
                     continue
-                if job.paused_until > self.now + EPS:
-                    t_internal = min(t_internal, job.paused_until)
-                elif r.speed.get(job.job_id, 0.0) > 0:
-                    rem = job.total_steps - job.steps_done
-                    ends.append((self.now + rem / r.speed[job.job_id], job))
-                    t_next = min(t_next, ends[-1][0])
+                if job.paused_until > awake:
+                    if job.paused_until < t_internal:
+                        t_internal = job.paused_until
+                elif speed.get(job.job_id, 0.0) > 0:
+                    t_end = now + (job.total_steps - job.steps_done) / speed[job.job_id]
+                    ends.append((t_end, job))
+                    if t_end < t_next:
+                        t_next = t_end
             t = min(t_next, t_internal)
             if math.isinf(t):  # nothing will ever happen again: jobs left are reported unfinished
                 self.done = True

@@ -41,6 +41,7 @@ from .config import (
     ModelSpec,
     ModelZoo,
     _Strict,
+    load_cached,
     load_zoo,
     read_yaml,
     resolve,
@@ -195,7 +196,11 @@ def load_scenario(name_or_path: str | Path | Scenario | dict) -> tuple[Scenario,
     if isinstance(name_or_path, dict):
         return validate(Scenario, name_or_path, "<scenario dict>"), None
     path = resolve(name_or_path, "scenarios")
-    return validate(Scenario, read_yaml(path), path), path
+    return load_cached(path, _parse_scenario), path
+
+
+def _parse_scenario(path: Path) -> Scenario:
+    return validate(Scenario, read_yaml(path), path)
 
 
 @functools.lru_cache(maxsize=4)

@@ -181,3 +181,43 @@ def test_dlcluster_train_with_vec_batched(tmp_path):
     model = train(load_config(path), tmp_path / "run", progress_bar=False)
     assert model.num_timesteps == 128
     assert [t for t, _ in checkpoints(tmp_path / "run")] == [128]
+
+
+def _assert_infos_equal(a, b, where):
+    assert a.keys() == b.keys(), where
+    for k in a:
+        if isinstance(a[k], dict):
+            _assert_infos_equal(a[k], b[k], f"{where}.{k}")
+        elif k == "final_obs":
+            for x, y in zip(a[k], b[k]):
+                assert (x is None) == (y is None), where
+                if x is not None:
+                    assert all(np.array_equal(x[o], y[o]) for o in x), where
+        else:
+            assert a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]), f"{where}.{k}"
+
+
+@pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
+def test_batched_infos_equal_gymnasium_add_info(mode):
+    """step() merges the per-env infos a key at a time; the result equals Gymnasium's
+    `_add_info` applied env by env, also on steps where some episodes end (metrics, final_obs)."""
+    n = 4
+    vec = batched("DLClusterPlace-v0", n, autoreset_mode=mode)
+    vec.reset(seed=5)
+    rng = np.random.default_rng(1)
+    ends = 0
+    for t in range(150):
+        masks = vec.action_masks()
+        actions = np.array([rng.choice(np.flatnonzero(m)) for m in masks])
+        rewards, terms, truncs, per_env = vec.unwrapped.step_raw(actions)
+        ref: dict = {}
+        for i, info in enumerate(per_env):
+            ref = vec.unwrapped._add_info(ref, info, i)
+        _assert_infos_equal(vec.unwrapped._merge_infos(per_env), ref, f"step {t}")
+        ends += int((terms | truncs).sum())
+    assert ends > 0
+    mixed = [{"x": 1}, {"x": 2.5}, {"y": "s"}, {}]  # types differ: the first env's type wins
+    ref = {}
+    for i, info in enumerate(mixed):
+        ref = vec.unwrapped._add_info(ref, info, i)
+    _assert_infos_equal(vec.unwrapped._merge_infos(mixed), ref, "mixed")

@@ -58,6 +58,7 @@ class _ProposalEnv(ClusterEnv):
     def _begin_round(self) -> None:
         self._cap = Capacity.of_sim(self.sim)
         self._fit: np.ndarray | None = None  # _fits() before the per-job caps, on _cap
+        self._held: dict[str, list[int]] = {}  # nodes of each job's placed tasks (fixed in a round)
         self._dirty: set[int] = set()  # nodes whose capacity changed since _fit was computed
         self._added: dict[str, dict[str, list[int]]] = {}
         self._released: set[str] = set()
@@ -97,16 +98,16 @@ class _ProposalEnv(ClusterEnv):
         if not slots:
             return np.zeros((0, 2, self.cluster.n_nodes), dtype=bool)
         if self._fit is None or self._dirty:
-            demands = [d for j in slots for d in (j.model.ps, j.model.worker)]
             if self._fit is None:
-                self._fit = self._cap.fits_many(demands).reshape(len(slots), 2, -1)
+                self._need = Capacity.needs([d for j in slots for d in (j.model.ps, j.model.worker)])
+                self._fit = self._cap.fits_many(self._need).reshape(len(slots), 2, -1)
                 self._slot_of = {j.job_id: i for i, j in enumerate(slots)}
                 self._no_ps = np.array([not j.uses_ps for j in slots])
             else:
                 idx = np.fromiter(self._dirty, int)
                 cap = self._cap
                 part = Capacity(cap.cpu[idx], cap.mem[idx], cap.bw[idx], cap.gpu[idx])
-                self._fit[:, :, idx] = part.fits_many(demands).reshape(len(slots), 2, -1)
+                self._fit[:, :, idx] = part.fits_many(self._need).reshape(len(slots), 2, -1)
             self._dirty.clear()
         ok = self._fit.copy()
         ok[self._no_ps, 0] = False  # all-reduce jobs have no PS
@@ -269,9 +270,16 @@ class AllocationEnv(_ProposalEnv):
     def _pick(self, slot: int, role: str) -> int:
         job = self.slots()[slot]
         nodes = self._added.get(job.job_id, {"ps": [], "worker": []})
-        placed = [t.node for t in job.tasks.values() if t.node >= 0] + nodes["worker"] + nodes["ps"]
+        placed = self._held_nodes(job) + nodes["worker"] + nodes["ps"]
         d = job.model.ps if role == "ps" else job.model.worker
         return self.placer(self.cluster, self._cap, d, placed)
+
+    def _held_nodes(self, job) -> list[int]:
+        """Nodes of the job's placed tasks; the simulator does not change within a round."""
+        held = self._held.get(job.job_id)
+        if held is None:
+            held = self._held[job.job_id] = [t.node for t in job.tasks.values() if t.node >= 0]
+        return held
 
     def _grow(self, slot: int, p: int, w: int) -> list[tuple[str, int]] | None:
         """Add the tasks that take slot's job to (p, w), workers first; all or nothing: the
@@ -327,7 +335,7 @@ class AllocationEnv(_ProposalEnv):
             if job.job_id in self._shaped or (not self.grow_running and job.status == "running"):
                 continue
             add = self._added.get(job.job_id, {"ps": [], "worker": []})
-            placed = tuple(t.node for t in job.tasks.values() if t.node >= 0)
+            placed = tuple(self._held_nodes(job))
             key = (id(job.model), self._proposed(job), placed, tuple(add["worker"]), tuple(add["ps"]))
             if key not in probed:
                 probed[key] = self._probe(i, job)

@@ -253,6 +253,7 @@ class ClusterEnv(gym.Env):
         self._mask = None
         self._job_block = np.zeros((self.max_jobs, JOB_F), np.float32)  # rows of the job slots
         self._job_keys: list[tuple | None] = [None] * self.max_jobs  # the state each row shows
+        self._rows_now = math.nan  # the time the rows show
         self._state_stamp = None  # (sim, version, now) that _state_cache shows
         self._new_round()
         self._settle()
@@ -421,12 +422,17 @@ class ClusterEnv(gym.Env):
         slots = self.slots()
         now, scale = sim.now, self.time_scale_s
         block, keys = self._job_block, self._job_keys
+        if now != self._rows_now:  # progress, age and loss move only with the clock
+            keys[:] = [None if k is None else () for k in keys]  # () : stale, None: zeros
+            self._rows_now = now
+        changed, rows = [], []
         for i, j in enumerate(slots):  # rows are recomputed only when their job's state changed
-            key = (j.job_id, now, j.n_placed, j.status, j.num_ps, j.num_workers, len(j.obs_loss))
+            key = (j.job_id, j.n_placed, j.status, j.num_ps, j.num_workers)
             if keys[i] != key:
                 m = j.model
                 loss = j.obs_loss
-                block[i] = (
+                changed.append(i)
+                rows.append((
                     1.0,
                     j.status == "running",
                     j.num_ps / 16,
@@ -437,9 +443,10 @@ class ClusterEnv(gym.Env):
                     m.worker.gpu,
                     math.log10(m.param_bytes) / 12,
                     j.n_placed / max(len(j.tasks), 1),
-                )
-                np.minimum(block[i], 1.0, out=block[i])  # all features are >= 0
+                ))
                 keys[i] = key
+        if changed:  # one write for all changed rows; all features are >= 0
+            block[changed] = np.minimum(np.array(rows, np.float32), 1.0)
         for i in range(len(slots), self.max_jobs):
             if keys[i] is not None:
                 block[i] = 0.0

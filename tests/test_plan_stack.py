@@ -1,0 +1,51 @@
+"""speed.PlanStack keeps the running jobs' plan arrays between compute_rates calls and splices
+only the changed run of jobs; its arrays must equal a full gather (values and dtypes) for any
+sequence of job lists: starts, ends, moves anywhere in the list."""
+
+import numpy as np
+
+import baselines
+import dlclusterenv
+from dlclusterenv.speed import PlanStack, job_plan
+
+
+def _full(plans):
+    out = {f: np.concatenate([getattr(p, f) for p in plans])
+           for fs in PlanStack.FIELDS.values() for f in fs}
+    out["consts"] = np.array([p.consts for p in plans], dtype=float)
+    return out
+
+
+def test_splices_equal_a_full_gather():
+    sim = dlclusterenv.make_sim("default", 0)
+    fifo = baselines.make("fifo")
+    fifo.reset(0)
+    pool = []  # plans of many jobs and placements, several per job as tasks move
+    while not sim.done and len(pool) < 60:
+        sim.decide(fifo)
+        sim.advance()
+        pool += [job_plan(sim.cluster, j) for j in sim.running_jobs() if j.plan not in pool]
+    assert len(pool) >= 20
+    rng = np.random.default_rng(0)
+    stack, plans = PlanStack(), []
+    for step in range(300):
+        op = rng.integers(4)
+        if op == 0 or not plans:  # a job starts somewhere
+            plans.insert(int(rng.integers(len(plans) + 1)), pool[rng.integers(len(pool))])
+        elif op == 1:  # a job ends
+            plans.pop(int(rng.integers(len(plans))))
+        elif op == 2:  # a job's tasks move: a new plan at its place
+            plans[int(rng.integers(len(plans)))] = pool[rng.integers(len(pool))]
+        # op 3: nothing changed
+        stack.update(plans)
+        if not plans:  # compute_rates returns before gathering; the next update starts over
+            continue
+        want = _full(plans)
+        assert np.array_equal(stack.consts, want.pop("consts")), step
+        for f, v in want.items():
+            got = stack.arrays[f]
+            assert got.dtype == v.dtype and np.array_equal(got, v), (step, f)
+        for g, fields in PlanStack.FIELDS.items():
+            sizes = [len(getattr(p, fields[0])) for p in plans]
+            assert stack.ends(g).tolist() == [0, *np.cumsum(sizes).tolist()], (step, g)
+        assert stack.entry_counts.tolist() == [len(p.links) for p in plans], step
