@@ -290,21 +290,21 @@ def joint_worker_cost(
     if ps_nodes:
         ex = exb / band[:, np.asarray(ps_nodes)]
         return tt_in + ex.sum(axis=1)[None, :] / len(ps_nodes), int(ps_nodes[0])
-    use = cap if cap.fits(job.ps_demand).any() else full
+    ok = cap.fits(job.ps_demand)
+    use, ok = (cap, ok) if ok.any() else (full, full.fits(job.ps_demand))
     w_free = slots(use, job.worker_demand)
-    cands = np.flatnonzero(use.fits(job.ps_demand))
+    cands = np.flatnonzero(ok)
     if len(cands) > PS_CANDIDATES:
-        fit = set(cands.tolist())
-        shard = [n for n in dict.fromkeys(job.shard_nodes) if n in fit]
-        rest = cands[np.argsort(-w_free[cands], kind="stable")]
+        shard = [n for n in dict.fromkeys(job.shard_nodes) if ok[n]]
+        rest = cands[np.argsort(-w_free[cands], kind="stable")[: PS_CANDIDATES + len(shard)]]
         cands = np.array(list(dict.fromkeys(shard + rest.tolist()))[:PS_CANDIDATES])
     if not len(cands):
         return tt_in + (exb / band[:, 0])[None, :], 0
     ex = exb / band[:, cands]  # (nodes, candidates)
     # the worker slots left on each candidate r once the PS takes its share of r
-    one = Capacity(use.cpu[cands], use.mem[cands], use.bw[cands], use.gpu[cands])  # copies (fancy indexing)
-    for k in range(len(cands)):
-        one.take(k, job.ps_demand)
+    d = job.ps_demand
+    one = Capacity(use.cpu[cands] - d.cpu, use.mem[cands] - d.mem_gb, use.bw[cands] - d.bw_MBps * 1e6,
+                   use.gpu[cands] - d.gpu)
     left_r = slots(one, job.worker_demand)
     best, best_k = np.inf, 0
     for k, total in enumerate(_greedy_totals(tt_in, ex, w_free, cands, left_r)):
@@ -319,12 +319,11 @@ def _greedy_totals(tt_in: np.ndarray, ex: np.ndarray, w_free: np.ndarray, cands:
     argmin_m cost[i, m] over the nodes with a worker slot left (ties to the lowest index; every
     node if none is left), cost = tt_in + ex[:, k], slots w_free with left_r[k] on r.
 
-    Exactly that loop, faster: workers with equal tt_in rows share one node order, (cost, index)
-    over the nodes with a slot, cut after 2w nodes (a worker takes at most w nodes and the other
-    workers empty at most w more); a worker takes the first node of its order with a slot left
-    (slots only go down), or, if its order runs out, the full argmin. The costs are added in worker
-    order, as the loop did, so the totals are equal to the last bit."""
-    w, n = tt_in.shape
+    Exactly that loop, faster: every candidate steps at once (one row each), and workers with
+    equal tt_in rows share one row of costs in which nodes without a slot are inf; each keeps its
+    argmin (its next node), recomputed only for the candidates whose node just ran out of slots.
+    Where no node with a slot has a finite cost, the loop's own fallback runs. The costs are added
+    in worker order, as the loop did, so the totals are equal to the last bit."""
     index: dict[bytes, int] = {}
     reps, cls = [], []
     for i, row in enumerate(tt_in):
@@ -332,44 +331,29 @@ def _greedy_totals(tt_in: np.ndarray, ex: np.ndarray, w_free: np.ndarray, cands:
         if c == len(reps):
             reps.append(i)
         cls.append(c)
-    K, R = min(2 * w, n), len(cands)
-    left0 = np.repeat(w_free[None, :], R, axis=0)
-    left0[np.arange(R), cands] = left_r
-    cost = tt_in[reps][None, :, :] + ex.T[:, None, :]  # (candidates, distinct rows, nodes)
-    vals = np.where((left0 > 0)[:, None, :], cost, np.inf)
-    order = np.argsort(vals, axis=2, kind="stable")[:, :, :K]
-    slots0 = np.take_along_axis(left0[:, None, :], order, axis=2).tolist()  # slots of each entry
-    orders = order.tolist()
-    totals = []
-    for k in range(R):
-        taken: dict[int, int] = {}  # slots taken so far per node
-        ptr, picks = [0] * len(reps), []
-        for c in cls:
-            order_c, slots_c, p = orders[k][c], slots0[k][c], ptr[c]
-            while p < K and slots_c[p] - taken.get(order_c[p], 0) <= 0:
-                p += 1
-            ptr[c] = p
-            if p < K:
-                m = order_c[p]
-            else:
-                left = left0[k].copy()
-                for node, q in taken.items():
-                    left[node] -= q
-                free = np.flatnonzero(left > 0)
-                m = int(free[np.argmin(cost[k, c, free])]) if len(free) else int(np.argmin(cost[k, c]))
-            taken[m] = taken.get(m, 0) + 1
-            picks.append(m)
-        total = 0.0
-        for v in cost[k, cls, picks].tolist():
-            total += v
-        totals.append(total)
-    return totals
-
-
-def _fits_at(cap: Capacity, m: int, d) -> bool:
-    """`cap.fits(d)` at node m alone (the placement loops take one node at a time)."""
-    return bool(Capacity(cap.cpu[m : m + 1], cap.mem[m : m + 1], cap.bw[m : m + 1],
-                         cap.gpu[m : m + 1]).fits(d)[0])
+    R, rows = len(cands), np.arange(len(cands))
+    tt, ex_t = tt_in[reps], np.ascontiguousarray(ex.T)  # (distinct rows, nodes), (candidates, nodes)
+    left = np.repeat(w_free[None, :], R, axis=0)  # slots left per candidate and node
+    left[rows, cands] = left_r
+    vals = np.where(w_free > 0, tt, np.inf)[None, :, :] + ex_t[:, None, :]  # (candidates, rows, nodes)
+    vals[rows, :, cands] = np.where(left_r[:, None] > 0, tt[:, cands].T + ex_t[rows, cands][:, None], np.inf)
+    head = vals.argmin(axis=2)  # each candidate's and row's next node
+    totals = np.zeros(R)
+    for c in cls:
+        m = head[:, c].copy()
+        v = vals[rows, c, m]
+        for k in np.flatnonzero(v == np.inf).tolist():  # no node with a slot at a finite cost
+            cost = tt[c] + ex[:, k]
+            free = np.flatnonzero(left[k] > 0)
+            m[k] = free[np.argmin(cost[free])] if len(free) else np.argmin(cost)
+            v[k] = cost[m[k]]
+        totals += v
+        left[rows, m] -= 1
+        out = np.flatnonzero(left[rows, m] == 0)
+        if len(out):  # these nodes ran out of slots: the next node of their candidates' rows
+            vals[out, :, m[out]] = np.inf
+            head[out] = vals[out].argmin(axis=2)
+    return totals.tolist()
 
 
 def waiting_times(view: ClusterView) -> np.ndarray:
@@ -528,7 +512,7 @@ class D2S(Scheduler):
             if gr.partial:  # map tasks: those with a free slot start, the others stay unscheduled
                 where = {}
                 for tid, k in zip(gr.task_ids, got.tolist()):
-                    if 0 <= k < len(free_nodes) and _fits_at(cap, int(tgt_node[k]), gr.demand):
+                    if 0 <= k < len(free_nodes) and cap.fits_at(int(tgt_node[k]), gr.demand):
                         m = int(tgt_node[k])
                         cap.take(m, gr.demand)
                         where[tid] = m
@@ -547,7 +531,7 @@ class D2S(Scheduler):
                 continue
             nodes = tgt_node[got]
             done = 0
-            while done < len(nodes) and _fits_at(cap, int(nodes[done]), gr.demand):
+            while done < len(nodes) and cap.fits_at(int(nodes[done]), gr.demand):
                 cap.take(int(nodes[done]), gr.demand)
                 done += 1
             if done < len(nodes):  # slots counted by the smallest demand: this one did not fit
