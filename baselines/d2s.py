@@ -338,19 +338,26 @@ def _greedy_totals(tt_in: np.ndarray, ex: np.ndarray, w_free: np.ndarray, cands:
     vals = np.where(w_free > 0, tt, np.inf)[None, :, :] + ex_t[:, None, :]  # (candidates, rows, nodes)
     vals[rows, :, cands] = np.where(left_r[:, None] > 0, tt[:, cands].T + ex_t[rows, cands][:, None], np.inf)
     head = vals.argmin(axis=2)  # each candidate's and row's next node
+    n = len(w_free)
+    flat_left, flat_vals = left.reshape(-1), vals.reshape(-1)  # views, indexed flat below
+    at_left, at_vals = rows * n, rows * (len(reps) * n)
     totals = np.zeros(R)
     for c in cls:
-        m = head[:, c].copy()
-        v = vals[rows, c, m]
-        for k in np.flatnonzero(v == np.inf).tolist():  # no node with a slot at a finite cost
-            cost = tt[c] + ex[:, k]
-            free = np.flatnonzero(left[k] > 0)
-            m[k] = free[np.argmin(cost[free])] if len(free) else np.argmin(cost)
-            v[k] = cost[m[k]]
+        m = head[:, c]
+        v = flat_vals[at_vals + c * n + m]
+        if v.max() == np.inf:  # no node with a slot at a finite cost: the loop's fallback
+            m = m.copy()
+            for k in np.flatnonzero(v == np.inf).tolist():
+                cost = tt[c] + ex[:, k]
+                free = np.flatnonzero(left[k] > 0)
+                m[k] = free[np.argmin(cost[free])] if len(free) else np.argmin(cost)
+                v[k] = cost[m[k]]
         totals += v
-        left[rows, m] -= 1
-        out = np.flatnonzero(left[rows, m] == 0)
-        if len(out):  # these nodes ran out of slots: the next node of their candidates' rows
+        i = at_left + m
+        now = flat_left[i] - 1
+        flat_left[i] = now
+        if not now.all():  # these nodes ran out of slots: the next node of their candidates' rows
+            out = np.flatnonzero(now == 0)
             vals[out, :, m[out]] = np.inf
             head[out] = vals[out].argmin(axis=2)
     return totals.tolist()
@@ -382,6 +389,10 @@ def slots(cap: Capacity, d: Demand) -> np.ndarray:
         if need > 0:
             k = np.minimum(k, np.floor(np.maximum(free, 0) / need + 1e-9).astype(np.int64))
     return k
+
+
+def _key(d: Demand) -> tuple:
+    return d.cpu, d.mem_gb, d.gpu, d.bw_MBps
 
 
 def _smallest(demands: list[Demand]) -> Demand:
@@ -436,7 +447,12 @@ class D2S(Scheduler):
         free_idx, wait_idx = np.full(n, -1), np.full(n, -1)
         free_idx[free_nodes] = np.arange(len(free_nodes))
         wait_idx[wait_nodes] = len(free_nodes) + np.arange(len(wait_nodes))
-        fits = [(cap.fits(gr.demand) & (free_idx >= 0), full.fits(gr.demand) & (wait_idx >= 0)) for gr in groups]
+        by_demand: dict[tuple, tuple] = {}  # the groups' demands repeat (one per model)
+        for gr in groups:
+            d = gr.demand
+            if _key(d) not in by_demand:
+                by_demand[_key(d)] = (cap.fits(d) & (free_idx >= 0), full.fits(d) & (wait_idx >= 0))
+        fits = [by_demand[_key(gr.demand)] for gr in groups]
         merge = self.merge
         if merge == "auto":  # the paper's graph unless it would be large
             merge = sum(len(gr.task_ids) * int(f.sum() + w.sum()) for gr, (f, w) in zip(groups, fits)) \
@@ -552,7 +568,7 @@ class D2S(Scheduler):
         that keep per-node arcs for every task (racks with a single eligible node). The eligible
         nodes depend on the demand only, so their rack layout and hubs are made once per stage."""
         d = gr.demand
-        key = (kind, d.cpu, d.mem_gb, d.gpu, d.bw_MBps)
+        key = (kind, *_key(d))
         if key not in hubs:
             rack = self._rack[nodes]
             order = np.argsort(rack, kind="stable")
