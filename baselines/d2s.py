@@ -268,7 +268,7 @@ PS_CANDIDATES = 16
 
 def joint_worker_cost(
     job: JobView, tt_in: np.ndarray, band: np.ndarray, cap: Capacity, full: Capacity,
-    ps_nodes: list[int] | None = None,
+    ps_nodes: list[int] | None = None, memo: dict | None = None,
 ) -> tuple[np.ndarray, int]:
     """Eq. (6) as one joint minimum over the map (Eq. 1) and reduce (Eq. 2) transfers, made
     expressible on the worker arcs: worker i on node m costs tt_in[i, m] (its input reads) plus the
@@ -285,14 +285,15 @@ def joint_worker_cost(
     workers, which per-task arcs cannot choose, so r is chosen first (above) and the flow decides
     the workers given r; Eq. 2 takes the max over the workers' fetches, the arcs add them up (the
     PS's NIC carries every remote worker's exchange, so they share it and the sum is its busy time).
+    `memo`: a dict kept over calls while cap and full do not change (fits and slots per demand).
     Returns (cost[i, m] in seconds, r)."""
     exb = exchange_bytes(job)  # ex[m, r] = exb / band[m, r], 0 on the diagonal: the columns used
     if ps_nodes:
         ex = exb / band[:, np.asarray(ps_nodes)]
         return tt_in + ex.sum(axis=1)[None, :] / len(ps_nodes), int(ps_nodes[0])
-    ok = cap.fits(job.ps_demand)
-    use, ok = (cap, ok) if ok.any() else (full, full.fits(job.ps_demand))
-    w_free = slots(use, job.worker_demand)
+    ok = _per_demand(Capacity.fits, cap, job.ps_demand, memo)
+    use, ok = (cap, ok) if ok.any() else (full, _per_demand(Capacity.fits, full, job.ps_demand, memo))
+    w_free = _per_demand(slots, use, job.worker_demand, memo)
     cands = np.flatnonzero(ok)
     if len(cands) > PS_CANDIDATES:
         shard = [n for n in dict.fromkeys(job.shard_nodes) if ok[n]]
@@ -395,6 +396,16 @@ def _key(d: Demand) -> tuple:
     return d.cpu, d.mem_gb, d.gpu, d.bw_MBps
 
 
+def _per_demand(fn, cap: Capacity, d: Demand, memo: dict | None) -> np.ndarray:
+    """fn(cap, d), kept in `memo` (if any) per function, capacity and demand."""
+    if memo is None:
+        return fn(cap, d)
+    key = (fn, id(cap), _key(d))
+    if key not in memo:
+        memo[key] = fn(cap, d)
+    return memo[key]
+
+
 def _smallest(demands: list[Demand]) -> Demand:
     return Demand(
         cpu=min(d.cpu for d in demands),
@@ -447,15 +458,16 @@ class D2S(Scheduler):
         free_idx, wait_idx = np.full(n, -1), np.full(n, -1)
         free_idx[free_nodes] = np.arange(len(free_nodes))
         wait_idx[wait_nodes] = len(free_nodes) + np.arange(len(wait_nodes))
-        by_demand: dict[tuple, tuple] = {}  # the groups' demands repeat (one per model)
+        by_demand: dict[tuple, tuple] = {}  # the nodes a task fits (free, wait), once per demand
         for gr in groups:
             d = gr.demand
             if _key(d) not in by_demand:
-                by_demand[_key(d)] = (cap.fits(d) & (free_idx >= 0), full.fits(d) & (wait_idx >= 0))
+                by_demand[_key(d)] = (np.flatnonzero(cap.fits(d) & (free_idx >= 0)),
+                                      np.flatnonzero(full.fits(d) & (wait_idx >= 0)))
         fits = [by_demand[_key(gr.demand)] for gr in groups]
         merge = self.merge
         if merge == "auto":  # the paper's graph unless it would be large
-            merge = sum(len(gr.task_ids) * int(f.sum() + w.sum()) for gr, (f, w) in zip(groups, fits)) \
+            merge = sum(len(gr.task_ids) * (len(f) + len(w)) for gr, (f, w) in zip(groups, fits)) \
                 >= MERGE_THRESHOLD_ARCS
         app_cap, app_cost, task_app, task_cap, arc_task, arc_target, arc_cost = ([] for _ in range(7))
         hubs: dict[tuple, tuple] = {}  # (free or wait, demand) -> its rack layout and hubs
@@ -485,8 +497,9 @@ class D2S(Scheduler):
             members += cls
             # Task -> Node: transfer time (Eq. 1-2), to nodes where the task fits now (free slots)
             # and to busy nodes it fits when empty (wait for them)
-            for kind, (idx, ok) in enumerate(((free_idx, fits[a][0]), (wait_idx, fits[a][1]))):
-                nodes = np.flatnonzero(ok)
+            for kind, (idx, nodes) in enumerate(((free_idx, fits[a][0]), (wait_idx, fits[a][1]))):
+                if not len(nodes):
+                    continue
                 if merge:
                     nodes = self._hub_arcs(gr, kind, nodes, idx, ms, t, m_all, hubs, hub_src, hub_target,
                                            arc_task, arc_target, arc_cost)
@@ -599,9 +612,10 @@ class D2S(Scheduler):
         arc_cost.append(cost[ti, ci])
         return nodes[~in_multi]
 
-    def _workers(self, job: JobView, band, cap, full, input_tt: dict) -> _Group:
+    def _workers(self, job: JobView, band, cap, full, input_tt: dict, memo: dict) -> _Group:
         """Flow 1's group for a job: its unscheduled map tasks (workers), pending job or running one
-        short of the workers it asked for, with the joint cost of Eq. 6 (`joint_worker_cost`)."""
+        short of the workers it asked for, with the joint cost of Eq. 6 (`joint_worker_cost`;
+        `memo` is its per-demand cache, kept while cap does not change)."""
         w0 = job.num_workers if job.status == "running" else 0
         w_req = job.requested[1] if job.status == "running" else job.num_workers
         idx = np.arange(w0, w_req)
@@ -610,7 +624,7 @@ class D2S(Scheduler):
             tt = tt_in               # all-reduce, so the exchange among workers is not priced
         else:
             ps = [t.node for t in job.tasks if t.role == "ps"] if job.status == "running" else None
-            tt, _ = joint_worker_cost(job, tt_in, band, cap, full, ps_nodes=ps)
+            tt, _ = joint_worker_cost(job, tt_in, band, cap, full, ps_nodes=ps, memo=memo)
         return _Group(job, [f"{job.job_id}/w{i}" for i in idx], job.worker_demand, tt, partial=True)
 
     def decide(self, view: ClusterView) -> Decision:
@@ -636,7 +650,8 @@ class D2S(Scheduler):
         active = list(jobs)
         while active:
             # flow 1: the map tasks (workers) of every application with unscheduled ones
-            groups = [self._workers(jobs[j], band, cap, full, input_tt) for j in active]
+            memo: dict = {}  # cap does not change while the groups are built
+            groups = [self._workers(jobs[j], band, cap, full, input_tt, memo) for j in active]
             placed_w, waiting, short = self._stage(cap, full, nt, ft, rank, groups)
             # flow 2: the reduce tasks (PS) of the pending jobs that got workers, Eq. (2); a running
             # job keeps its PS
