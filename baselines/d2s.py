@@ -392,6 +392,10 @@ def slots(cap: Capacity, d: Demand) -> np.ndarray:
     return k
 
 
+def _cat(parts: list) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
 def _key(d: Demand) -> tuple:
     return d.cpu, d.mem_gb, d.gpu, d.bw_MBps
 
@@ -515,9 +519,9 @@ class D2S(Scheduler):
             # Node -> Sink: free slots cost no waiting; busy slots cost nt^m (Eq. 3-4)
             target_cap=np.concatenate([free[free_nodes], busy[wait_nodes]]),
             target_cost=np.concatenate([np.zeros(len(free_nodes), np.int64), _ms(nt[wait_nodes])]),
-            arc_task=np.concatenate(arc_task),
-            arc_target=np.concatenate(arc_target),
-            arc_cost=np.concatenate(arc_cost),
+            arc_task=_cat(arc_task),
+            arc_target=_cat(arc_target),
+            arc_cost=_cat(arc_cost),
             task_cap=np.array(task_cap),
             hub_src=np.array(hub_src, dtype=np.int64),
             hub_target=np.array(hub_target, dtype=np.int64),
