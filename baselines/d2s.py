@@ -207,7 +207,8 @@ def _solve_ortools(tails, heads, caps, costs, sink) -> tuple[np.ndarray, int]:
 
 # ----------------------------------------------------------------------------- the cost model
 def bandwidth(cluster: Cluster) -> np.ndarray:
-    """band[d, m] in bytes/s: the capacity of the path from node d to node m; inf on the diagonal."""
+    """band[d, m] in bytes/s: the capacity of the path from node d to node m; inf on the diagonal.
+    Symmetric (the same NICs and uplinks either way), which `joint_worker_cost` relies on."""
     nic = cluster.nic
     band = np.minimum(nic[:, None], nic[None, :])
     rack = cluster.node_rack
@@ -301,24 +302,24 @@ def joint_worker_cost(
         cands = np.array(list(dict.fromkeys(shard + rest.tolist()))[:PS_CANDIDATES])
     if not len(cands):
         return tt_in + (exb / band[:, 0])[None, :], 0
-    ex = exb / band[:, cands]  # (nodes, candidates)
+    ex_t = exb / band[cands]  # ex[:, cands].T, (candidates, nodes): band is symmetric (`bandwidth`)
     # the worker slots left on each candidate r once the PS takes its share of r
     d = job.ps_demand
     one = Capacity(use.cpu[cands] - d.cpu, use.mem[cands] - d.mem_gb, use.bw[cands] - d.bw_MBps * 1e6,
                    use.gpu[cands] - d.gpu)
     left_r = slots(one, job.worker_demand)
     best, best_k = np.inf, 0
-    for k, total in enumerate(_greedy_totals(tt_in, ex, w_free, cands, left_r)):
+    for k, total in enumerate(_greedy_totals(tt_in, ex_t, w_free, cands, left_r)):
         if total < best - 1e-9:
             best, best_k = total, k
-    return tt_in + ex[:, best_k][None, :], int(cands[best_k])
+    return tt_in + ex_t[best_k][None, :], int(cands[best_k])
 
 
-def _greedy_totals(tt_in: np.ndarray, ex: np.ndarray, w_free: np.ndarray, cands: np.ndarray,
+def _greedy_totals(tt_in: np.ndarray, ex_t: np.ndarray, w_free: np.ndarray, cands: np.ndarray,
                    left_r: np.ndarray) -> list[float]:
     """Per candidate PS node r = cands[k]: the total of sending workers i = 0, 1, ... in turn to
     argmin_m cost[i, m] over the nodes with a worker slot left (ties to the lowest index; every
-    node if none is left), cost = tt_in + ex[:, k], slots w_free with left_r[k] on r.
+    node if none is left), cost = tt_in + ex_t[k], slots w_free with left_r[k] on r.
 
     Exactly that loop, faster: every candidate steps at once (one row each), and workers with
     equal tt_in rows share one row of costs in which nodes without a slot are inf; each keeps its
@@ -333,14 +334,14 @@ def _greedy_totals(tt_in: np.ndarray, ex: np.ndarray, w_free: np.ndarray, cands:
             reps.append(i)
         cls.append(c)
     R, rows = len(cands), np.arange(len(cands))
-    tt, ex_t = tt_in[reps], np.ascontiguousarray(ex.T)  # (distinct rows, nodes), (candidates, nodes)
+    tt, ex_t = tt_in[reps], np.ascontiguousarray(ex_t)  # (distinct rows, nodes); vals below is C-ordered
     left = np.repeat(w_free[None, :], R, axis=0)  # slots left per candidate and node
     left[rows, cands] = left_r
     vals = np.where(w_free > 0, tt, np.inf)[None, :, :] + ex_t[:, None, :]  # (candidates, rows, nodes)
     vals[rows, :, cands] = np.where(left_r[:, None] > 0, tt[:, cands].T + ex_t[rows, cands][:, None], np.inf)
     head = vals.argmin(axis=2)  # each candidate's and row's next node
     n = len(w_free)
-    flat_left, flat_vals = left.reshape(-1), vals.reshape(-1)  # views, indexed flat below
+    flat_left, flat_vals = left.reshape(-1), vals.reshape(-1)  # views (C order), indexed flat below
     at_left, at_vals = rows * n, rows * (len(reps) * n)
     totals = np.zeros(R)
     for c in cls:
@@ -349,7 +350,7 @@ def _greedy_totals(tt_in: np.ndarray, ex: np.ndarray, w_free: np.ndarray, cands:
         if v.max() == np.inf:  # no node with a slot at a finite cost: the loop's fallback
             m = m.copy()
             for k in np.flatnonzero(v == np.inf).tolist():
-                cost = tt[c] + ex[:, k]
+                cost = tt[c] + ex_t[k]
                 free = np.flatnonzero(left[k] > 0)
                 m[k] = free[np.argmin(cost[free])] if len(free) else np.argmin(cost)
                 v[k] = cost[m[k]]

@@ -136,6 +136,7 @@ def test_joint_worker_cost_equals_the_plain_greedy(free_frac):
     cap.gpu[:] = np.floor(cap.gpu * free_frac * rng.random(len(cap.gpu))).astype(np.int64)
     full = Capacity(c.cpus * 1.0, c.memory * 1.0, c.nic * 1.0, c.gpus.astype(np.int64))
     band = bandwidth(c)
+    assert np.array_equal(band, band.T)  # joint_worker_cost reads rows for columns
     for job in view.pending:
         tt_in = worker_transfer(job, job.input_bytes_per_step, band)
         got, r = joint_worker_cost(job, tt_in, band, cap, full)
@@ -173,7 +174,7 @@ def test_greedy_totals_equal_the_plain_loop_when_slots_run_out():
         ex[rng.random(ex.shape) < 0.1] = np.inf
         w_free = rng.integers(0, 3, n)
         left_r = np.maximum(w_free[cands] - rng.integers(0, 2, len(cands)), 0)
-        assert _greedy_totals(tt_in, ex, w_free, cands, left_r) == plain(tt_in, ex, w_free, cands, left_r)
+        assert _greedy_totals(tt_in, ex.T, w_free, cands, left_r) == plain(tt_in, ex, w_free, cands, left_r)
 
 
 def test_capacity_fits_at_is_fits_at_one_node():
