@@ -47,16 +47,6 @@ class Capacity:
             & (self.gpu >= d.gpu)
         )
 
-    def fits_at(self, node: int, d: Demand) -> bool:
-        """`fits(d)[node]` without computing every node (the same float64 comparisons)."""
-        eps = 1e-9
-        return bool(
-            self.cpu[node] + eps >= d.cpu
-            and self.mem[node] + eps >= d.mem_gb
-            and self.bw[node] + 1e-3 >= d.bw_MBps * 1e6
-            and self.gpu[node] >= d.gpu
-        )
-
     def fits_many(self, demands: list[Demand]) -> np.ndarray:
         """`fits` for several demands at once: a (len(demands), nodes) boolean array."""
         need = np.array([(d.cpu, d.mem_gb, d.bw_MBps * 1e6, d.gpu) for d in demands], dtype=float)
@@ -68,6 +58,16 @@ class Capacity:
         self.mem[node] -= sign * d.mem_gb
         self.bw[node] -= sign * d.bw_MBps * 1e6
         self.gpu[node] -= sign * d.gpu
+
+    def fits_at(self, node: int, d: Demand) -> bool:
+        """`fits(d)[node]` without computing every node (the same float64 comparisons)."""
+        eps = 1e-9
+        return bool(
+            self.cpu[node] + eps >= d.cpu
+            and self.mem[node] + eps >= d.mem_gb
+            and self.bw[node] + 1e-3 >= d.bw_MBps * 1e6
+            and self.gpu[node] >= d.gpu
+        )
 
     def load(self, c: Cluster) -> np.ndarray:
         """Fraction of the node in use, by its most used of CPU, memory and GPU."""
