@@ -207,7 +207,8 @@ def _solve_ortools(tails, heads, caps, costs, sink) -> tuple[np.ndarray, int]:
 
 # ----------------------------------------------------------------------------- the cost model
 def bandwidth(cluster: Cluster) -> np.ndarray:
-    """band[d, m] in bytes/s: the capacity of the path from node d to node m; inf on the diagonal."""
+    """band[d, m] in bytes/s: the capacity of the path from node d to node m; inf on the diagonal.
+    Symmetric (the same NICs and uplinks either way), which `joint_worker_cost` relies on."""
     nic = cluster.nic
     band = np.minimum(nic[:, None], nic[None, :])
     rack = cluster.node_rack
@@ -268,7 +269,7 @@ PS_CANDIDATES = 16
 
 def joint_worker_cost(
     job: JobView, tt_in: np.ndarray, band: np.ndarray, cap: Capacity, full: Capacity,
-    ps_nodes: list[int] | None = None,
+    ps_nodes: list[int] | None = None, memo: dict | None = None,
 ) -> tuple[np.ndarray, int]:
     """Eq. (6) as one joint minimum over the map (Eq. 1) and reduce (Eq. 2) transfers, made
     expressible on the worker arcs: worker i on node m costs tt_in[i, m] (its input reads) plus the
@@ -285,46 +286,46 @@ def joint_worker_cost(
     workers, which per-task arcs cannot choose, so r is chosen first (above) and the flow decides
     the workers given r; Eq. 2 takes the max over the workers' fetches, the arcs add them up (the
     PS's NIC carries every remote worker's exchange, so they share it and the sum is its busy time).
+    `memo`: a dict kept over calls while cap and full do not change (fits and slots per demand).
     Returns (cost[i, m] in seconds, r)."""
     exb = exchange_bytes(job)  # ex[m, r] = exb / band[m, r], 0 on the diagonal: the columns used
     if ps_nodes:
         ex = exb / band[:, np.asarray(ps_nodes)]
         return tt_in + ex.sum(axis=1)[None, :] / len(ps_nodes), int(ps_nodes[0])
-    use = cap if cap.fits(job.ps_demand).any() else full
-    w_free = slots(use, job.worker_demand)
-    cands = np.flatnonzero(use.fits(job.ps_demand))
+    ok = _per_demand(Capacity.fits, cap, job.ps_demand, memo)
+    use, ok = (cap, ok) if ok.any() else (full, _per_demand(Capacity.fits, full, job.ps_demand, memo))
+    w_free = _per_demand(slots, use, job.worker_demand, memo)
+    cands = np.flatnonzero(ok)
     if len(cands) > PS_CANDIDATES:
-        fit = set(cands.tolist())
-        shard = [n for n in dict.fromkeys(job.shard_nodes) if n in fit]
-        rest = cands[np.argsort(-w_free[cands], kind="stable")]
+        shard = [n for n in dict.fromkeys(job.shard_nodes) if ok[n]]
+        rest = cands[np.argsort(-w_free[cands], kind="stable")[: PS_CANDIDATES + len(shard)]]
         cands = np.array(list(dict.fromkeys(shard + rest.tolist()))[:PS_CANDIDATES])
     if not len(cands):
         return tt_in + (exb / band[:, 0])[None, :], 0
-    ex = exb / band[:, cands]  # (nodes, candidates)
+    ex_t = exb / band[cands]  # ex[:, cands].T, (candidates, nodes): band is symmetric (`bandwidth`)
     # the worker slots left on each candidate r once the PS takes its share of r
-    one = Capacity(use.cpu[cands], use.mem[cands], use.bw[cands], use.gpu[cands])  # copies (fancy indexing)
-    for k in range(len(cands)):
-        one.take(k, job.ps_demand)
+    d = job.ps_demand
+    one = Capacity(use.cpu[cands] - d.cpu, use.mem[cands] - d.mem_gb, use.bw[cands] - d.bw_MBps * 1e6,
+                   use.gpu[cands] - d.gpu)
     left_r = slots(one, job.worker_demand)
     best, best_k = np.inf, 0
-    for k, total in enumerate(_greedy_totals(tt_in, ex, w_free, cands, left_r)):
+    for k, total in enumerate(_greedy_totals(tt_in, ex_t, w_free, cands, left_r)):
         if total < best - 1e-9:
             best, best_k = total, k
-    return tt_in + ex[:, best_k][None, :], int(cands[best_k])
+    return tt_in + ex_t[best_k][None, :], int(cands[best_k])
 
 
-def _greedy_totals(tt_in: np.ndarray, ex: np.ndarray, w_free: np.ndarray, cands: np.ndarray,
+def _greedy_totals(tt_in: np.ndarray, ex_t: np.ndarray, w_free: np.ndarray, cands: np.ndarray,
                    left_r: np.ndarray) -> list[float]:
     """Per candidate PS node r = cands[k]: the total of sending workers i = 0, 1, ... in turn to
     argmin_m cost[i, m] over the nodes with a worker slot left (ties to the lowest index; every
-    node if none is left), cost = tt_in + ex[:, k], slots w_free with left_r[k] on r.
+    node if none is left), cost = tt_in + ex_t[k], slots w_free with left_r[k] on r.
 
-    Exactly that loop, faster: workers with equal tt_in rows share one node order, (cost, index)
-    over the nodes with a slot, cut after 2w nodes (a worker takes at most w nodes and the other
-    workers empty at most w more); a worker takes the first node of its order with a slot left
-    (slots only go down), or, if its order runs out, the full argmin. The costs are added in worker
-    order, as the loop did, so the totals are equal to the last bit."""
-    w, n = tt_in.shape
+    Exactly that loop, faster: every candidate steps at once (one row each), and workers with
+    equal tt_in rows share one row of costs in which nodes without a slot are inf; each keeps its
+    argmin (its next node), recomputed only for the candidates whose node just ran out of slots.
+    Where no node with a slot has a finite cost, the loop's own fallback runs. The costs are added
+    in worker order, as the loop did, so the totals are equal to the last bit."""
     index: dict[bytes, int] = {}
     reps, cls = [], []
     for i, row in enumerate(tt_in):
@@ -332,44 +333,36 @@ def _greedy_totals(tt_in: np.ndarray, ex: np.ndarray, w_free: np.ndarray, cands:
         if c == len(reps):
             reps.append(i)
         cls.append(c)
-    K, R = min(2 * w, n), len(cands)
-    left0 = np.repeat(w_free[None, :], R, axis=0)
-    left0[np.arange(R), cands] = left_r
-    cost = tt_in[reps][None, :, :] + ex.T[:, None, :]  # (candidates, distinct rows, nodes)
-    vals = np.where((left0 > 0)[:, None, :], cost, np.inf)
-    order = np.argsort(vals, axis=2, kind="stable")[:, :, :K]
-    slots0 = np.take_along_axis(left0[:, None, :], order, axis=2).tolist()  # slots of each entry
-    orders = order.tolist()
-    totals = []
-    for k in range(R):
-        taken: dict[int, int] = {}  # slots taken so far per node
-        ptr, picks = [0] * len(reps), []
-        for c in cls:
-            order_c, slots_c, p = orders[k][c], slots0[k][c], ptr[c]
-            while p < K and slots_c[p] - taken.get(order_c[p], 0) <= 0:
-                p += 1
-            ptr[c] = p
-            if p < K:
-                m = order_c[p]
-            else:
-                left = left0[k].copy()
-                for node, q in taken.items():
-                    left[node] -= q
-                free = np.flatnonzero(left > 0)
-                m = int(free[np.argmin(cost[k, c, free])]) if len(free) else int(np.argmin(cost[k, c]))
-            taken[m] = taken.get(m, 0) + 1
-            picks.append(m)
-        total = 0.0
-        for v in cost[k, cls, picks].tolist():
-            total += v
-        totals.append(total)
-    return totals
-
-
-def _fits_at(cap: Capacity, m: int, d) -> bool:
-    """`cap.fits(d)` at node m alone (the placement loops take one node at a time)."""
-    return bool(Capacity(cap.cpu[m : m + 1], cap.mem[m : m + 1], cap.bw[m : m + 1],
-                         cap.gpu[m : m + 1]).fits(d)[0])
+    R, rows = len(cands), np.arange(len(cands))
+    tt, ex_t = tt_in[reps], np.ascontiguousarray(ex_t)  # (distinct rows, nodes); vals below is C-ordered
+    left = np.repeat(w_free[None, :], R, axis=0)  # slots left per candidate and node
+    left[rows, cands] = left_r
+    vals = np.where(w_free > 0, tt, np.inf)[None, :, :] + ex_t[:, None, :]  # (candidates, rows, nodes)
+    vals[rows, :, cands] = np.where(left_r[:, None] > 0, tt[:, cands].T + ex_t[rows, cands][:, None], np.inf)
+    head = vals.argmin(axis=2)  # each candidate's and row's next node
+    n = len(w_free)
+    flat_left, flat_vals = left.reshape(-1), vals.reshape(-1)  # views (C order), indexed flat below
+    at_left, at_vals = rows * n, rows * (len(reps) * n)
+    totals = np.zeros(R)
+    for c in cls:
+        m = head[:, c]
+        v = flat_vals[at_vals + c * n + m]
+        if v.max() == np.inf:  # no node with a slot at a finite cost: the loop's fallback
+            m = m.copy()
+            for k in np.flatnonzero(v == np.inf).tolist():
+                cost = tt[c] + ex_t[k]
+                free = np.flatnonzero(left[k] > 0)
+                m[k] = free[np.argmin(cost[free])] if len(free) else np.argmin(cost)
+                v[k] = cost[m[k]]
+        totals += v
+        i = at_left + m
+        now = flat_left[i] - 1
+        flat_left[i] = now
+        if not now.all():  # these nodes ran out of slots: the next node of their candidates' rows
+            out = np.flatnonzero(now == 0)
+            vals[out, :, m[out]] = np.inf
+            head[out] = vals[out].argmin(axis=2)
+    return totals.tolist()
 
 
 def waiting_times(view: ClusterView) -> np.ndarray:
@@ -398,6 +391,24 @@ def slots(cap: Capacity, d: Demand) -> np.ndarray:
         if need > 0:
             k = np.minimum(k, np.floor(np.maximum(free, 0) / need + 1e-9).astype(np.int64))
     return k
+
+
+def _cat(parts: list) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _key(d: Demand) -> tuple:
+    return d.cpu, d.mem_gb, d.gpu, d.bw_MBps
+
+
+def _per_demand(fn, cap: Capacity, d: Demand, memo: dict | None) -> np.ndarray:
+    """fn(cap, d), kept in `memo` (if any) per function, capacity and demand."""
+    if memo is None:
+        return fn(cap, d)
+    key = (fn, id(cap), _key(d))
+    if key not in memo:
+        memo[key] = fn(cap, d)
+    return memo[key]
 
 
 def _smallest(demands: list[Demand]) -> Demand:
@@ -452,10 +463,16 @@ class D2S(Scheduler):
         free_idx, wait_idx = np.full(n, -1), np.full(n, -1)
         free_idx[free_nodes] = np.arange(len(free_nodes))
         wait_idx[wait_nodes] = len(free_nodes) + np.arange(len(wait_nodes))
-        fits = [(cap.fits(gr.demand) & (free_idx >= 0), full.fits(gr.demand) & (wait_idx >= 0)) for gr in groups]
+        by_demand: dict[tuple, tuple] = {}  # the nodes a task fits (free, wait), once per demand
+        for gr in groups:
+            d = gr.demand
+            if _key(d) not in by_demand:
+                by_demand[_key(d)] = (np.flatnonzero(cap.fits(d) & (free_idx >= 0)),
+                                      np.flatnonzero(full.fits(d) & (wait_idx >= 0)))
+        fits = [by_demand[_key(gr.demand)] for gr in groups]
         merge = self.merge
         if merge == "auto":  # the paper's graph unless it would be large
-            merge = sum(len(gr.task_ids) * int(f.sum() + w.sum()) for gr, (f, w) in zip(groups, fits)) \
+            merge = sum(len(gr.task_ids) * (len(f) + len(w)) for gr, (f, w) in zip(groups, fits)) \
                 >= MERGE_THRESHOLD_ARCS
         app_cap, app_cost, task_app, task_cap, arc_task, arc_target, arc_cost = ([] for _ in range(7))
         hubs: dict[tuple, tuple] = {}  # (free or wait, demand) -> its rack layout and hubs
@@ -485,8 +502,9 @@ class D2S(Scheduler):
             members += cls
             # Task -> Node: transfer time (Eq. 1-2), to nodes where the task fits now (free slots)
             # and to busy nodes it fits when empty (wait for them)
-            for kind, (idx, ok) in enumerate(((free_idx, fits[a][0]), (wait_idx, fits[a][1]))):
-                nodes = np.flatnonzero(ok)
+            for kind, (idx, nodes) in enumerate(((free_idx, fits[a][0]), (wait_idx, fits[a][1]))):
+                if not len(nodes):
+                    continue
                 if merge:
                     nodes = self._hub_arcs(gr, kind, nodes, idx, ms, t, m_all, hubs, hub_src, hub_target,
                                            arc_task, arc_target, arc_cost)
@@ -502,9 +520,9 @@ class D2S(Scheduler):
             # Node -> Sink: free slots cost no waiting; busy slots cost nt^m (Eq. 3-4)
             target_cap=np.concatenate([free[free_nodes], busy[wait_nodes]]),
             target_cost=np.concatenate([np.zeros(len(free_nodes), np.int64), _ms(nt[wait_nodes])]),
-            arc_task=np.concatenate(arc_task),
-            arc_target=np.concatenate(arc_target),
-            arc_cost=np.concatenate(arc_cost),
+            arc_task=_cat(arc_task),
+            arc_target=_cat(arc_target),
+            arc_cost=_cat(arc_cost),
             task_cap=np.array(task_cap),
             hub_src=np.array(hub_src, dtype=np.int64),
             hub_target=np.array(hub_target, dtype=np.int64),
@@ -528,7 +546,7 @@ class D2S(Scheduler):
             if gr.partial:  # map tasks: those with a free slot start, the others stay unscheduled
                 where = {}
                 for tid, k in zip(gr.task_ids, got.tolist()):
-                    if 0 <= k < len(free_nodes) and _fits_at(cap, int(tgt_node[k]), gr.demand):
+                    if 0 <= k < len(free_nodes) and cap.fits_at(int(tgt_node[k]), gr.demand):
                         m = int(tgt_node[k])
                         cap.take(m, gr.demand)
                         where[tid] = m
@@ -547,7 +565,7 @@ class D2S(Scheduler):
                 continue
             nodes = tgt_node[got]
             done = 0
-            while done < len(nodes) and _fits_at(cap, int(nodes[done]), gr.demand):
+            while done < len(nodes) and cap.fits_at(int(nodes[done]), gr.demand):
                 cap.take(int(nodes[done]), gr.demand)
                 done += 1
             if done < len(nodes):  # slots counted by the smallest demand: this one did not fit
@@ -568,7 +586,7 @@ class D2S(Scheduler):
         that keep per-node arcs for every task (racks with a single eligible node). The eligible
         nodes depend on the demand only, so their rack layout and hubs are made once per stage."""
         d = gr.demand
-        key = (kind, d.cpu, d.mem_gb, d.gpu, d.bw_MBps)
+        key = (kind, *_key(d))
         if key not in hubs:
             rack = self._rack[nodes]
             order = np.argsort(rack, kind="stable")
@@ -599,9 +617,10 @@ class D2S(Scheduler):
         arc_cost.append(cost[ti, ci])
         return nodes[~in_multi]
 
-    def _workers(self, job: JobView, band, cap, full, input_tt: dict) -> _Group:
+    def _workers(self, job: JobView, band, cap, full, input_tt: dict, memo: dict) -> _Group:
         """Flow 1's group for a job: its unscheduled map tasks (workers), pending job or running one
-        short of the workers it asked for, with the joint cost of Eq. 6 (`joint_worker_cost`)."""
+        short of the workers it asked for, with the joint cost of Eq. 6 (`joint_worker_cost`;
+        `memo` is its per-demand cache, kept while cap does not change)."""
         w0 = job.num_workers if job.status == "running" else 0
         w_req = job.requested[1] if job.status == "running" else job.num_workers
         idx = np.arange(w0, w_req)
@@ -610,7 +629,7 @@ class D2S(Scheduler):
             tt = tt_in               # all-reduce, so the exchange among workers is not priced
         else:
             ps = [t.node for t in job.tasks if t.role == "ps"] if job.status == "running" else None
-            tt, _ = joint_worker_cost(job, tt_in, band, cap, full, ps_nodes=ps)
+            tt, _ = joint_worker_cost(job, tt_in, band, cap, full, ps_nodes=ps, memo=memo)
         return _Group(job, [f"{job.job_id}/w{i}" for i in idx], job.worker_demand, tt, partial=True)
 
     def decide(self, view: ClusterView) -> Decision:
@@ -636,7 +655,8 @@ class D2S(Scheduler):
         active = list(jobs)
         while active:
             # flow 1: the map tasks (workers) of every application with unscheduled ones
-            groups = [self._workers(jobs[j], band, cap, full, input_tt) for j in active]
+            memo: dict = {}  # cap does not change while the groups are built
+            groups = [self._workers(jobs[j], band, cap, full, input_tt, memo) for j in active]
             placed_w, waiting, short = self._stage(cap, full, nt, ft, rank, groups)
             # flow 2: the reduce tasks (PS) of the pending jobs that got workers, Eq. (2); a running
             # job keeps its PS

@@ -64,6 +64,16 @@ class Capacity:
         self.bw[node] -= sign * d.bw_MBps * 1e6
         self.gpu[node] -= sign * d.gpu
 
+    def fits_at(self, node: int, d: Demand) -> bool:
+        """`fits(d)[node]` without computing every node (the same float64 comparisons)."""
+        eps = 1e-9
+        return bool(
+            self.cpu[node] + eps >= d.cpu
+            and self.mem[node] + eps >= d.mem_gb
+            and self.bw[node] + 1e-3 >= d.bw_MBps * 1e6
+            and self.gpu[node] >= d.gpu
+        )
+
     def load(self, c: Cluster) -> np.ndarray:
         """Fraction of the node in use, by its most used of CPU, memory and GPU."""
         used = [1 - self.cpu / c.cpus, 1 - self.mem / c.memory]

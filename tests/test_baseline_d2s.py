@@ -251,3 +251,11 @@ def test_default_scenario_both_front_doors():
     assert want["jobs_finished"] == 60 and want["jobs_unfinished"] == 0
     env = gym.make("DLClusterJoint-v0", scenario="default", max_jobs=64)
     assert SchedulerAdapter(env, baselines.make("d2s")).run(0).summary() == want
+
+
+def test_a_stage_with_no_node_to_go_to_places_nothing():
+    """On the DLTAP testbed some rounds' tasks fit no free node and have no busy node to wait for:
+    the flow has no Task -> Node arc and the run goes on (a regression: an empty arc list)."""
+    sim = dlclusterenv.make_sim("dltap", 0)
+    sim.run(baselines.make("d2s"))
+    assert any(j.finish_s is not None for j in sim.jobs.values())

@@ -136,8 +136,54 @@ def test_joint_worker_cost_equals_the_plain_greedy(free_frac):
     cap.gpu[:] = np.floor(cap.gpu * free_frac * rng.random(len(cap.gpu))).astype(np.int64)
     full = Capacity(c.cpus * 1.0, c.memory * 1.0, c.nic * 1.0, c.gpus.astype(np.int64))
     band = bandwidth(c)
+    assert np.array_equal(band, band.T)  # joint_worker_cost reads rows for columns
     for job in view.pending:
         tt_in = worker_transfer(job, job.input_bytes_per_step, band)
         got, r = joint_worker_cost(job, tt_in, band, cap, full)
         want, r0 = reference_joint_worker_cost(job, tt_in, band, cap, full)
         assert r == r0 and np.array_equal(got, want), job.job_id
+
+
+def test_greedy_totals_equal_the_plain_loop_when_slots_run_out():
+    """The candidates-at-once greedy equals the per-candidate, per-worker loop on small random
+    cases where first choices collide, nodes run out of slots (and all of them do), and some
+    costs are inf."""
+    from baselines.d2s import _greedy_totals
+
+    def plain(tt_in, ex, w_free, cands, left_r):
+        totals = []
+        for k, r in enumerate(cands.tolist()):
+            left = w_free.copy()
+            left[r] = left_r[k]
+            cost, total = tt_in + ex[:, k][None, :], 0.0
+            for i in range(len(cost)):
+                ok = np.flatnonzero(left > 0)
+                m = int(ok[np.argmin(cost[i, ok])]) if len(ok) else int(np.argmin(cost[i]))
+                total += cost[i, m]
+                left[m] -= 1
+            totals.append(total)
+        return totals
+
+    rng = np.random.default_rng(5)
+    for _ in range(500):
+        n, w = int(rng.integers(1, 20)), int(rng.integers(1, 12))
+        tt_in = np.round(rng.random((w, n)) * 3) / 2  # few distinct values: many ties
+        tt_in = tt_in[rng.integers(0, max(1, w // 3), w)]  # workers sharing a row
+        cands = rng.choice(n, int(rng.integers(1, min(n, 5) + 1)), replace=False)
+        ex = np.round(rng.random((n, len(cands))) * 3) / 2
+        ex[rng.random(ex.shape) < 0.1] = np.inf
+        w_free = rng.integers(0, 3, n)
+        left_r = np.maximum(w_free[cands] - rng.integers(0, 2, len(cands)), 0)
+        assert _greedy_totals(tt_in, ex.T, w_free, cands, left_r) == plain(tt_in, ex, w_free, cands, left_r)
+
+
+def test_capacity_fits_at_is_fits_at_one_node():
+    from dlclusterenv.config import Demand
+    from dlclusterenv.placers import Capacity
+
+    rng = np.random.default_rng(0)
+    eps = np.array([0.0, 1e-10, -1e-10, 1e-8])  # at, just inside and just outside the tolerances
+    cap = Capacity(rng.integers(0, 3, 50) + rng.choice(eps, 50), rng.integers(0, 3, 50) * 1.0,
+                   rng.integers(0, 3, 50) * 1e6 + rng.choice(eps * 1e7, 50), rng.integers(0, 2, 50))
+    for d in (Demand(cpu=1, mem_gb=1, gpu=1, bw_MBps=1), Demand(cpu=2, mem_gb=0), Demand(cpu=0, mem_gb=2, bw_MBps=2)):
+        assert [cap.fits_at(m, d) for m in range(50)] == cap.fits(d).tolist()
