@@ -23,6 +23,7 @@ from .config import CONFIG_DIR, ModelZoo
 from .jobs import DONE, PENDING, RUNNING, Job, JobSpec, Task, job_epochs, stop_delta
 from .metrics import Metrics, summarize
 from .comm import link_capacity, pattern
+from .efficiency import Efficiency
 from .speed import Colocation, PackingModel, Rates, alone_speed, compute_rates
 
 EPS = 1e-9
@@ -74,6 +75,7 @@ class Simulator:
         tick_s: float | None = None,
         horizon_s: float = math.inf,
         packing: PackingModel = DEFAULT_PACKING,
+        efficiency: Efficiency = Efficiency(),
     ):
         for s in jobs:
             if s.model not in zoo.models:
@@ -89,6 +91,10 @@ class Simulator:
         self.tick_s = tick_s
         self.horizon_s = horizon_s
         self.packing = packing
+        self.efficiency = efficiency  # statistical efficiency (efficiency.py); default E = 1
+        # each model's table, made now so that a model the piece cannot serve fails before any run
+        self._eff = {name: efficiency.table(name, zoo.models[name]) for name in {s.model for s in self.specs}}
+        self._eff_on = any(t is not None for t in self._eff.values())
         self.overheads = cluster.config.overheads
         cap = link_capacity(cluster)
         self._cores_total = float(cluster.cpus.sum())
@@ -147,6 +153,7 @@ class Simulator:
                 total_epochs=job_epochs(model, s),
             )
             job.rel_delta = stop_delta(model, job.total_epochs)
+            job.eff = self._eff[s.model]
             job.resize(s.num_ps, s.num_workers)
             self.jobs[s.job_id] = job
             self._active.append(job)
@@ -594,15 +601,26 @@ class Simulator:
             t_next = min(t_arr, self._next_tick() if self._active else math.inf, t_wake, self.horizon_s)
             t_internal = math.inf
             ends: list[tuple[float, Job]] = []  # running jobs' completion times
+            bounds: list[tuple[float, float, Job]] = []  # (time, work, job): efficiency changes
             for job in self._holding:
                 if job.status != RUNNING:
                     continue
                 if job.paused_until > self.now + EPS:
                     t_internal = min(t_internal, job.paused_until)
                 elif r.speed.get(job.job_id, 0.0) > 0:
-                    rem = job.total_steps - job.steps_done
-                    ends.append((self.now + rem / r.speed[job.job_id], job))
-                    t_next = min(t_next, ends[-1][0])
+                    if job.eff is None:
+                        rem = job.total_steps - job.steps_done
+                        ends.append((self.now + rem / r.speed[job.job_id], job))
+                        t_next = min(t_next, ends[-1][0])
+                        continue
+                    rate = r.speed[job.job_id] * job.efficiency()
+                    edge = job.next_boundary()
+                    if edge < job.total_steps:  # an internal event: the work reaches a bucket edge
+                        bounds.append((self.now + max(edge - job.steps_done, 0.0) / rate, edge, job))
+                        t_internal = min(t_internal, bounds[-1][0])
+                    else:
+                        ends.append((self.now + (job.total_steps - job.steps_done) / rate, job))
+                        t_next = min(t_next, ends[-1][0])
             t = min(t_next, t_internal)
             if math.isinf(t):  # nothing will ever happen again: jobs left are reported unfinished
                 self.done = True
@@ -611,6 +629,10 @@ class Simulator:
             # a job whose completion time is t ends at t exactly, also when the clock cannot
             # resolve the time its last steps take (t == now)
             self._integrate(r, t, [job for t_end, job in ends if t_end <= t])
+            for t_edge, edge, job in bounds:
+                if t_edge <= t:  # exactly at the edge (as `ending`), then the next bucket's rate
+                    job.steps_done = edge
+                    job.eff_bucket += 1
             if t_internal < t_next:
                 self._rates = None
                 continue
@@ -654,7 +676,10 @@ class Simulator:
             rows = [(j, r.row[j.job_id]) for j in self._holding if j.job_id in r.row]
             idx = np.array([i for _, i in rows], dtype=np.int64)
             speed = r.speed_arr[idx]
-            gained = (speed * dt).tolist()
+            if self._eff_on:  # work advances at speed x E (efficiency.py); speed is what is measured
+                gained = (speed * np.array([j.efficiency() for j, _ in rows]) * dt).tolist()
+            else:
+                gained = (speed * dt).tolist()
             xn, xr = r.cross_node_arr[idx] * dt, r.cross_rack_arr[idx] * dt
             for (job, _), v, d, n, k, g in zip(rows, speed.tolist(), gained, xn.tolist(), xr.tolist(),
                                                (r.gpus_arr[idx] * dt).tolist()):
@@ -776,7 +801,7 @@ class Simulator:
                     plan = pattern(job.model, job.spec.comm).plan
                     comm = plan(self.cluster, job.model, job.spec.shard_nodes, ps, ws, job.spec.exchange_every)
                     job.proj = comm.cross_node / job.num_workers  # per local batch
-            total += job.proj * (job.total_steps - job.steps_done)
+            total += job.proj * job.raw_remaining()
         return total
 
     def projected_job_seconds(self) -> float:
@@ -795,7 +820,7 @@ class Simulator:
                 v = self.isolated_speed(job.job_id, [t.node for t in job.ps_tasks()],
                                         [t.node for t in job.worker_tasks()])
             if v > 0.0:
-                total += wait + (job.total_steps - job.steps_done) / v
+                total += wait + job.raw_remaining() / v
         return total
 
     def isolated_speed(self, job_id: str, ps_nodes: list[int], worker_nodes: list[int]) -> float:
