@@ -156,4 +156,35 @@ def predicted_ratio(meas: Measured, batch: int, fit_batch: int, upto: float = 1.
     return table.mean_inverse(batch / meas.m0, upto) / table.mean_inverse(fit_batch / meas.m0, upto)
 
 
-__all__ = ["Efficiency", "EfficiencyConfig", "PGNS", "PhiTable", "load_config", "make", "predicted_ratio"]
+def fidelity_report(config: EfficiencyConfig | None = None) -> dict:
+    """Each measured table scored on the file it was not derived from (`dlcluster fidelity`):
+    predicted vs measured samples ratio of the scored run over the fit run, for the whole schedule
+    and to the target metric, beside the ratio 1 that weak scaling alone predicts (`none`)."""
+    config = config or load_config()
+    rows = {}
+    for name, m in config.measured.items():
+        sc = m.scored
+        if sc is None:
+            continue
+        row = {"fit": m.source, "scored": sc.file, "fit_batch": sc.fit_batch, "batch": sc.batch}
+        for key, measured, upto in (("whole", sc.whole_ratio, 1.0), ("target", sc.target_ratio, sc.target_fraction)):
+            pred = predicted_ratio(m, sc.batch, sc.fit_batch, upto)
+            row[key] = {"measured": measured, "predicted": pred, "rel_err": pred / measured - 1,
+                        "none_rel_err": 1 / measured - 1}
+        rows[name] = row
+    summary = {}
+    for key in ("whole", "target"):
+        errs = sorted(abs(r[key]["rel_err"]) for r in rows.values())
+        none = sorted(abs(r[key]["none_rel_err"]) for r in rows.values())
+        summary[key] = {"median_abs_rel_err": _median(errs), "none_median_abs_rel_err": _median(none),
+                        "max_abs_rel_err": errs[-1], "none_max_abs_rel_err": none[-1]}
+    return {"models": rows, "summary": summary}
+
+
+def _median(xs: list[float]) -> float:
+    n = len(xs)
+    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
+
+
+__all__ = ["Efficiency", "EfficiencyConfig", "PGNS", "PhiTable", "load_config", "fidelity_report", "make",
+           "predicted_ratio"]

@@ -161,3 +161,20 @@ def test_replayed_trace_job_keeps_its_duration_with_efficiency(tmp_path):
     for spec, dur in zip(sim.specs, (7200.0, 3000.0)):
         job = sim.jobs[spec.job_id]
         assert job.finish_s - job.first_start_s == pytest.approx(dur, rel=1e-6)
+
+
+def test_fidelity_scores_each_table_on_its_other_file(capsys):
+    """`dlcluster fidelity`'s efficiency section: the prediction uses the fit file's table only."""
+    from dlclusterenv.fidelity import _print_efficiency
+
+    cfg = efficiency.load_config()
+    out = efficiency.fidelity_report(cfg)
+    bert = out["models"]["bert"]  # m0 12, phi 423 then 1124 (halves), 12 -> 96
+    assert (bert["fit_batch"], bert["batch"]) == (12, 96)
+    by_hand = 0.5 * (423 + 96) / (423 + 12) + 0.5 * (1124 + 96) / (1124 + 12)
+    assert bert["whole"]["predicted"] == pytest.approx(by_hand)
+    assert bert["whole"]["rel_err"] == pytest.approx(by_hand / 1.0207 - 1)
+    assert set(out["models"]) == set(cfg.measured)
+    assert out["summary"]["whole"]["median_abs_rel_err"] >= 0
+    _print_efficiency(out)
+    assert "deepspeech2" in capsys.readouterr().out
