@@ -173,12 +173,12 @@ class Job:
             return math.inf
         return eff.starts[self.eff_bucket + 1] * self.total_steps
 
-    def raw_remaining(self) -> float:
-        """Local batches still to process at the current worker count: the remaining work, each
-        bucket's part divided by its efficiency (the work itself when E = 1)."""
+    def raw_remaining(self, workers: int | None = None) -> float:
+        """Local batches still to process at `workers` (default: the current count): the remaining
+        work, each bucket's part divided by its efficiency (the work itself when E = 1)."""
         if self.eff is None:
             return self.total_steps - self.steps_done
-        total, done, w = self.total_steps, self.steps_done, self.num_workers
+        total, done, w = self.total_steps, self.steps_done, workers or self.num_workers
         ends = self.eff.starts[1:] + (1.0,)
         raw = 0.0
         for k in range(self.eff_bucket, len(ends)):

@@ -178,3 +178,22 @@ def test_fidelity_scores_each_table_on_its_other_file(capsys):
     assert out["summary"]["whole"]["median_abs_rel_err"] >= 0
     _print_efficiency(out)
     assert "deepspeech2" in capsys.readouterr().out
+
+
+def test_oracle_sees_the_true_efficiency():
+    """optimus-oracle and srtf-oracle read it through view.oracle (Optimus itself does not)."""
+    sim = toy_sim(16, PGNS(TOY))
+    o = sim.view(oracle=True).oracle
+    assert o.efficiency("j", 1) == 1.0
+    assert o.efficiency("j", 16) == pytest.approx(1 / (0.5 * 42 / 12 + 0.5 * 72 / 42))
+    assert o.remaining_batches("j", 16) == pytest.approx(WORK * (0.5 * 42 / 12 + 0.5 * 72 / 42))
+    plain = toy_sim(16).view(oracle=True).oracle
+    assert plain.efficiency("j", 16) == 1.0 and plain.remaining_batches("j", 16) == WORK
+
+
+@pytest.mark.parametrize("policy", ["optimus", "optimus-oracle", "srtf-oracle"])
+def test_optimus_and_oracles_run_with_efficiency(policy):
+    from dlclusterenv import schedulers
+
+    m = make_sim(_default("pgns"), 0).run(schedulers.make(policy))
+    assert m.jobs_unfinished == 0
