@@ -1,8 +1,9 @@
 """The event-driven engine: one simulator behind both front doors.
 
 Between events every rate is constant (speeds depend only on placements, limits and GPU modes), so
-the engine jumps from event to event: arrivals, completions, scheduling ticks (decision points) and
-the end of checkpoint pauses (internal). `advance()` runs to the next decision point; `apply()`
+the engine jumps from event to event: arrivals, completions, scheduling ticks (decision points), and
+internally the end of checkpoint pauses and the edges of a job's statistical-efficiency buckets
+(efficiency.py). `advance()` runs to the next decision point; `apply()`
 takes a Decision, validates all of it before changing anything, and raises DecisionError naming the
 offending task, job, node or GPU if any part is invalid.
 """
@@ -599,14 +600,14 @@ class Simulator:
             self._wakes = [w for w in self._wakes if w > self.now + EPS]
             t_wake = min(self._wakes, default=math.inf) if self._active else math.inf
             t_next = min(t_arr, self._next_tick() if self._active else math.inf, t_wake, self.horizon_s)
-            t_internal = math.inf
+            t_pause = t_internal = math.inf
             ends: list[tuple[float, Job]] = []  # running jobs' completion times
             bounds: list[tuple[float, float, Job]] = []  # (time, work, job): efficiency changes
             for job in self._holding:
                 if job.status != RUNNING:
                     continue
                 if job.paused_until > self.now + EPS:
-                    t_internal = min(t_internal, job.paused_until)
+                    t_pause = min(t_pause, job.paused_until)
                 elif r.speed.get(job.job_id, 0.0) > 0:
                     if job.eff is None:
                         rem = job.total_steps - job.steps_done
@@ -621,6 +622,7 @@ class Simulator:
                     else:
                         ends.append((self.now + (job.total_steps - job.steps_done) / rate, job))
                         t_next = min(t_next, ends[-1][0])
+            t_internal = min(t_internal, t_pause)
             t = min(t_next, t_internal)
             if math.isinf(t):  # nothing will ever happen again: jobs left are reported unfinished
                 self.done = True
@@ -634,7 +636,8 @@ class Simulator:
                     job.steps_done = edge
                     job.eff_bucket += 1
             if t_internal < t_next:
-                self._rates = None
+                if t_pause <= t:  # a job resumes: rates change (a bucket edge changes none)
+                    self._rates = None
                 continue
             finished = self._finish_due(r)
             arrived = self._arrive_due()
