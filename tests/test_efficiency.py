@@ -197,3 +197,31 @@ def test_optimus_and_oracles_run_with_efficiency(policy):
 
     m = make_sim(_default("pgns"), 0).run(schedulers.make(policy))
     assert m.jobs_unfinished == 0
+
+
+def _derive():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "derive_efficiency.py"
+    spec = importlib.util.spec_from_file_location("derive_efficiency", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_derivation_recovers_m0_and_phi_of_a_synthetic_run():
+    """benchmarks/derive_efficiency.py on rows made with M0 = 64 and a run at B = 256 (s = 4):
+    per-epoch AdaScale gain r = (nu + 1) / (nu / s + 1); phi = M0 x nu."""
+    d = _derive()
+    rows, p, it = [], 0.0, 0.0
+    for k, nu in enumerate([0.5, 0.5, 2.0, 2.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0]):
+        gain = (nu + 1) / (nu / 4 + 1)
+        p, it = p + 100.0, it + 100.0 / gain
+        rows.append({"progress": p, "iteration": it, "metric": k, "grad_sqr": 1.0, "grad_var": nu})
+    assert d.infer_m0(rows, 256) == 64
+    table = d.phi_table(rows, 64, 5)
+    assert [s for s, _ in table] == pytest.approx([0.0, 0.2, 0.4, 0.6, 0.8])
+    assert [phi for _, phi in table] == pytest.approx([32.0, 128.0, 512.0, 512.0, 512.0])
+    # a run at M0 itself (iterations = progress) is its own unit
+    assert d.infer_m0([dict(r, iteration=r["progress"]) for r in rows], 200) == 200
