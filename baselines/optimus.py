@@ -76,8 +76,11 @@ Choices where the sources leave room:
   scenario, seed 0). Each interval the job runs the shape it got, which widens the range, so the
   reach doubles per interval as measurements come in ([code] has no such bound).
 - `optimus-oracle` replaces both models by the truth (view.oracle): remaining steps, and the job's
-  true speed alone on the cluster under the layout the round would give it. No profiling, no early
-  downgrade. An upper bound on what better prediction buys, not the paper's system.
+  true speed alone on the cluster under the layout the round would give it, times the true
+  statistical efficiency of w workers over the work left where the scenario has one (efficiency.py;
+  Optimus itself measures steps/s and fits loss over epochs of work, so it does not see it). No
+  profiling, no early downgrade. An upper bound on what better prediction buys, not the paper's
+  system.
 """
 
 from __future__ import annotations
@@ -818,6 +821,8 @@ class OptimusOracle(Optimus):
             key = (job.job_id, layout)
             if key not in self._true:
                 self._true[key] = view.oracle.speed(job.job_id, list(layout[0]), list(layout[1]))
-            return self._true[key] or None
+            # progress per second: steps/s x the true statistical efficiency at w (1.0 without)
+            v = self._true[key]
+            return v * view.oracle.efficiency(job.job_id, w) if v else None
 
         return speed, True

@@ -6,7 +6,8 @@ size-based upper bound that Tiresias (Gu et al., NSDI'19, §2 and the authors' s
 is ranked by its remaining time, and a job with less remaining time preempts running jobs with more.
 
 Choices where the sources leave room:
-- Remaining time = oracle remaining steps / oracle speed of the job alone with its placement: the
+- Remaining time = oracle local batches left at the job's size (its remaining steps, divided by the
+  statistical efficiency where the scenario has one) / oracle speed of the job alone with its placement: the
   placement it runs on, or for a waiting job the one the placer would give it on an empty cluster
   (the speed it would reach; contention with other jobs is left out, as in both references).
 - Jobs keep the (p, w) they asked for, as in Tiresias' simulator (DL2's SRTF instead grows jobs to
@@ -62,7 +63,9 @@ class SRTFOracle(Scheduler):
         key = (job.job_id, tuple(ps), tuple(ws))
         if key not in self._speed:  # the true speed of a placement never changes
             self._speed[key] = view.oracle.speed(job.job_id, ps, ws)
-        return view.oracle.remaining_steps(job.job_id) / self._speed[key]
+        # the true time left: local batches still to process at its size (statistical efficiency
+        # included, efficiency.py) over its true speed
+        return view.oracle.remaining_batches(job.job_id, len(ws)) / self._speed[key]
 
     def decide(self, view: ClusterView) -> Decision:
         rank = {j.job_id: (self.remaining_s(view, j), k) for k, j in enumerate(view.jobs)}

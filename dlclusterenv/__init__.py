@@ -3,6 +3,7 @@ heuristics and Gymnasium envs for learned schedulers, both over one engine."""
 
 from gymnasium.envs.registration import register, registry
 
+from . import efficiency
 from .api import ClusterView, Decision, DecisionError, JobView, Scheduler
 from .cluster import Cluster, build_cluster
 from .config import ConfigError
@@ -35,7 +36,8 @@ def make_sim(scenario="default", seed: int = 0) -> Simulator:
     """A Simulator for a scenario (preset name, YAML path or dict) and a seed."""
     sc, cluster, zoo, jobs = build(scenario, seed)
     return Simulator(
-        cluster, jobs, zoo, seed=seed, tick_s=sc.engine.tick_s, horizon_s=sc.engine.horizon_s
+        cluster, jobs, zoo, seed=seed, tick_s=sc.engine.tick_s, horizon_s=sc.engine.horizon_s,
+        efficiency=efficiency.make(sc.efficiency),
     )
 
 

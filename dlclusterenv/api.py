@@ -125,6 +125,20 @@ class OracleView:
         """True steps/s of the job alone on the cluster with this placement."""
         return self._sim.isolated_speed(job_id, ps_nodes, worker_nodes)
 
+    def remaining_batches(self, job_id: str, workers: int) -> float:
+        """Local batches the job still has to process at `workers` workers: its remaining steps
+        divided by the statistical efficiency of that size over the work left (efficiency.py;
+        equal to remaining_steps when the scenario has none). Over `speed`: the true time left."""
+        return self._sim.job(job_id).raw_remaining(workers)
+
+    def efficiency(self, job_id: str, workers: int) -> float:
+        """Mean statistical efficiency at `workers` over the job's remaining work (1.0 without)."""
+        job = self._sim.job(job_id)
+        if job.eff is None:
+            return 1.0
+        rem = job.total_steps - job.steps_done
+        return rem / job.raw_remaining(workers) if rem > 0 else job.eff.efficiency(job.eff_bucket, workers)
+
 
 class JobViews(Sequence):
     """Views of the simulator's `jobs` (those with `status`, if given), each found and built when

@@ -71,6 +71,8 @@ class Entry(_Strict):
     scenario: str = Field(description="a preset of configs/scenarios or a YAML path")
     loads: list[float] = Field(default=[1.0], min_length=1)
     ps_fraction: float | None = Field(default=None, ge=0, le=1, description="workload.ps_fraction")
+    efficiency: Literal["none", "pgns"] | None = Field(
+        default=None, description="the scenario's `efficiency` (statistical efficiency); None: its own")
     train: Split
     test: Split
 
@@ -162,8 +164,10 @@ class Instance:
             update.update(ps_fraction=self.entry.ps_fraction, comm=None)
         if window is not None:
             update["trace"] = w.trace.model_copy(update={"start": window.start, "end": window.end})
-        return self.base.model_copy(update={"workload": validate(
-            type(w), {**w.model_dump(), **update}, f"{self.key}: workload")})
+        sc = {"workload": validate(type(w), {**w.model_dump(), **update}, f"{self.key}: workload")}
+        if self.entry.efficiency is not None:
+            sc["efficiency"] = self.entry.efficiency
+        return self.base.model_copy(update=sc)
 
     def runs(self, split: str) -> list[tuple[int | None, Scenario, int]]:
         """(window index or None, scenario, seed) for every run of the split."""

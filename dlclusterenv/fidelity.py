@@ -18,6 +18,10 @@ What is scored is what the placement adds: each file's single-GPU step time at a
 the compute input (Pollux), or 1 / the single-GPU throughput (Gavel); every prediction is the
 engine's own (`speed.alone_speed` on a cluster built from the testbed), not a formula kept here.
 
+The statistical-efficiency tables (configs/efficiency.yaml, issue 11) are scored per model on the
+adaptdl run they were not derived from (`efficiency.fidelity_report`; derived figures only, since
+those files are not in ../shared).
+
 Run `dlcluster fidelity` (everything), `dlcluster fidelity pollux FILE --params N ...` or
 `dlcluster fidelity gavel-pairs FILE` (the co-location scores of one Gavel-format file).
 """
@@ -450,6 +454,9 @@ def report(profiles: Path | None = None) -> dict:
     """Every measurement in ../shared/profiles, scored on data its constants were not fitted on."""
     profiles = profiles or shared_dir() / "profiles"
     out: dict = {"pollux": {}, "pollux_scalability": {}, "constants": {}}
+    from .efficiency import fidelity_report
+
+    out["efficiency"] = fidelity_report()
     for name, params in POLLUX_MODELS.items():
         c = fit_pollux(exclude=(name,), profiles=profiles)
         out["constants"][f"without_{name}"] = asdict(c)
@@ -524,6 +531,22 @@ def _print_colocation(out: dict) -> None:
           f"{t['median']:.1%}, max {t['max']:.1%}, n {t['n']}")
 
 
+def _print_efficiency(e: dict) -> None:
+    print("Statistical efficiency (configs/efficiency.yaml, efficiency: pgns): samples a run at a larger batch "
+          "needs over the fit run's, predicted from the phi table of the fit file only, scored on the other "
+          "file of the model (petuum/adaptdl@de25dcc simulator/traces); none = weak scaling alone (ratio 1)")
+    print(f"  {'model':<12} {'batches':>10} {'whole: measured':>15} {'predicted':>9} {'err':>7} {'none err':>8}"
+          f" {'target: measured':>16} {'predicted':>9} {'err':>7} {'none err':>8}")
+    for name, r in e["models"].items():
+        w, t = r["whole"], r["target"]
+        print(f"  {name:<12} {r['fit_batch']:>4}->{r['batch']:<5} {w['measured']:>15.3f} {w['predicted']:>9.3f} "
+              f"{w['rel_err']:>7.1%} {w['none_rel_err']:>8.1%} {t['measured']:>16.3f} {t['predicted']:>9.3f} "
+              f"{t['rel_err']:>7.1%} {t['none_rel_err']:>8.1%}")
+    for key, s in e["summary"].items():
+        print(f"  {key}: median |err| {s['median_abs_rel_err']:.1%} (none {s['none_median_abs_rel_err']:.1%}), "
+              f"max {s['max_abs_rel_err']:.1%} (none {s['none_max_abs_rel_err']:.1%})")
+
+
 def cli(kind, file, params, gpu_type, comm, step1, json_out) -> None:
     """`dlcluster fidelity`: print the scores (and write them as JSON)."""
     head = (f"{'measurement':<28} {'spearman':>8} {'data':>5} {'ceiling':>7} {'median':>9} {'p90':>9} "
@@ -549,6 +572,7 @@ def cli(kind, file, params, gpu_type, comm, step1, json_out) -> None:
                 print(_line(gpu, s) + f" {s['measured_median_ratio']:>9.2f} {s['predicted_median_ratio']:>9.2f}  {per}")
         if "gavel_pairs" in out:
             _print_colocation(out)
+        _print_efficiency(out["efficiency"])
         c = out["constants"]["all"]
         print("constants fitted on all three placements files: " +
               ", ".join(f"{k}={v:.4g}" for k, v in c.items()))

@@ -14,6 +14,7 @@ from functools import cached_property
 import numpy as np
 
 from .config import ModelSpec
+from .efficiency import PhiTable
 
 PENDING, RUNNING, DONE = "pending", "running", "done"
 
@@ -139,6 +140,8 @@ class Job:
     share: float | None = None  # dominant-share cache, dropped by touch()
     proj: float | None = None  # cross-node bytes per step of the placed tasks, dropped by touch()
     view: object = None  # api.JobView of a pending job (Simulator.job_view), dropped by touch()
+    eff: PhiTable | None = None  # statistical efficiency over the work (efficiency.py); None: E = 1
+    eff_bucket: int = 0  # the bucket of `eff` the work done is in (moved by the engine's events)
 
     def __post_init__(self) -> None:
         self.job_id = self.spec.job_id
@@ -158,6 +161,31 @@ class Job:
         if self.spec.work_steps is not None:
             return self.spec.work_steps
         return self.total_epochs * self.steps_per_epoch
+
+    def efficiency(self) -> float:
+        """Local batches of work per local batch processed now (efficiency.PhiTable.efficiency)."""
+        return 1.0 if self.eff is None else self.eff.efficiency(self.eff_bucket, self.num_workers)
+
+    def next_boundary(self) -> float:
+        """Work (local batches) at which the efficiency changes next; inf if it does not."""
+        eff = self.eff
+        if eff is None or self.eff_bucket + 1 >= len(eff.starts):
+            return math.inf
+        return eff.starts[self.eff_bucket + 1] * self.total_steps
+
+    def raw_remaining(self, workers: int | None = None) -> float:
+        """Local batches still to process at `workers` (default: the current count): the remaining
+        work, each bucket's part divided by its efficiency (the work itself when E = 1)."""
+        if self.eff is None:
+            return self.total_steps - self.steps_done
+        total, done, w = self.total_steps, self.steps_done, workers or self.num_workers
+        ends = self.eff.starts[1:] + (1.0,)
+        raw = 0.0
+        for k in range(self.eff_bucket, len(ends)):
+            hi = min(ends[k] * total, total)
+            raw += max(hi - done, 0.0) / self.eff.efficiency(k, w)
+            done = max(done, hi)
+        return raw
 
     @property
     def uses_ps(self) -> bool:

@@ -1,8 +1,9 @@
 """The event-driven engine: one simulator behind both front doors.
 
 Between events every rate is constant (speeds depend only on placements, limits and GPU modes), so
-the engine jumps from event to event: arrivals, completions, scheduling ticks (decision points) and
-the end of checkpoint pauses (internal). `advance()` runs to the next decision point; `apply()`
+the engine jumps from event to event: arrivals, completions, scheduling ticks (decision points), and
+internally the end of checkpoint pauses and the edges of a job's statistical-efficiency buckets
+(efficiency.py). `advance()` runs to the next decision point; `apply()`
 takes a Decision, validates all of it before changing anything, and raises DecisionError naming the
 offending task, job, node or GPU if any part is invalid.
 """
@@ -23,6 +24,7 @@ from .config import CONFIG_DIR, ModelZoo
 from .jobs import DONE, PENDING, RUNNING, Job, JobSpec, Task, job_epochs, stop_delta
 from .metrics import Metrics, summarize
 from .comm import link_capacity, pattern
+from .efficiency import Efficiency
 from .speed import Colocation, PackingModel, PlanStack, Rates, alone_speed, compute_rates
 
 EPS = 1e-9
@@ -74,6 +76,7 @@ class Simulator:
         tick_s: float | None = None,
         horizon_s: float = math.inf,
         packing: PackingModel = DEFAULT_PACKING,
+        efficiency: Efficiency = Efficiency(),
     ):
         for s in jobs:
             if s.model not in zoo.models:
@@ -89,6 +92,10 @@ class Simulator:
         self.tick_s = tick_s
         self.horizon_s = horizon_s
         self.packing = packing
+        self.efficiency = efficiency  # statistical efficiency (efficiency.py); default E = 1
+        # each model's table, made now so that a model the piece cannot serve fails before any run
+        self._eff = {name: efficiency.table(name, zoo.models[name]) for name in {s.model for s in self.specs}}
+        self._eff_on = any(t is not None for t in self._eff.values())
         self.overheads = cluster.config.overheads
         cap = link_capacity(cluster)
         self._cores_total = float(cluster.cpus.sum())
@@ -148,6 +155,7 @@ class Simulator:
                 total_epochs=job_epochs(model, s),
             )
             job.rel_delta = stop_delta(model, job.total_epochs)
+            job.eff = self._eff[s.model]
             job.resize(s.num_ps, s.num_workers)
             self.jobs[s.job_id] = job
             self._active.append(job)
@@ -593,20 +601,33 @@ class Simulator:
             self._wakes = [w for w in self._wakes if w > self.now + EPS]
             t_wake = min(self._wakes, default=math.inf) if self._active else math.inf
             t_next = min(t_arr, self._next_tick() if self._active else math.inf, t_wake, self.horizon_s)
-            t_internal = math.inf
+            t_pause = t_internal = math.inf
             ends: list[tuple[float, Job]] = []  # running jobs' completion times
+            bounds: list[tuple[float, float, Job]] = []  # (time, work, job): efficiency changes
             now, awake, speed = self.now, self.now + EPS, r.speed
             for job in self._holding:
                 if job.status != RUNNING:
                     continue
                 if job.paused_until > awake:
-                    if job.paused_until < t_internal:
-                        t_internal = job.paused_until
+                    if job.paused_until < t_pause:
+                        t_pause = job.paused_until
                 elif speed.get(job.job_id, 0.0) > 0:
-                    t_end = now + (job.total_steps - job.steps_done) / speed[job.job_id]
+                    if job.eff is None:
+                        t_end = now + (job.total_steps - job.steps_done) / speed[job.job_id]
+                    else:
+                        rate = speed[job.job_id] * job.efficiency()
+                        edge = job.next_boundary()
+                        if edge < job.total_steps:  # an internal event: the work reaches a bucket edge
+                            t_edge = now + max(edge - job.steps_done, 0.0) / rate
+                            bounds.append((t_edge, edge, job))
+                            if t_edge < t_internal:
+                                t_internal = t_edge
+                            continue
+                        t_end = now + (job.total_steps - job.steps_done) / rate
                     ends.append((t_end, job))
                     if t_end < t_next:
                         t_next = t_end
+            t_internal = min(t_internal, t_pause)
             t = min(t_next, t_internal)
             if math.isinf(t):  # nothing will ever happen again: jobs left are reported unfinished
                 self.done = True
@@ -615,8 +636,13 @@ class Simulator:
             # a job whose completion time is t ends at t exactly, also when the clock cannot
             # resolve the time its last steps take (t == now)
             self._integrate(r, t, [job for t_end, job in ends if t_end <= t])
+            for t_edge, edge, job in bounds:
+                if t_edge <= t:  # exactly at the edge (as `ending`), then the next bucket's rate
+                    job.steps_done = edge
+                    job.eff_bucket += 1
             if t_internal < t_next:
-                self._rates = None
+                if t_pause <= t:  # a job resumes: rates change (a bucket edge changes none)
+                    self._rates = None
                 continue
             finished = self._finish_due(r)
             arrived = self._arrive_due()
@@ -658,7 +684,10 @@ class Simulator:
             rows = [(j, r.row[j.job_id]) for j in self._holding if j.job_id in r.row]
             idx = np.array([i for _, i in rows], dtype=np.int64)
             speed = r.speed_arr[idx]
-            gained = (speed * dt).tolist()
+            if self._eff_on:  # work advances at speed x E (efficiency.py); speed is what is measured
+                gained = (speed * np.array([j.efficiency() for j, _ in rows]) * dt).tolist()
+            else:
+                gained = (speed * dt).tolist()
             xn, xr = r.cross_node_arr[idx] * dt, r.cross_rack_arr[idx] * dt
             for (job, _), v, d, n, k, g in zip(rows, speed.tolist(), gained, xn.tolist(), xr.tolist(),
                                                (r.gpus_arr[idx] * dt).tolist()):
@@ -780,7 +809,7 @@ class Simulator:
                     plan = pattern(job.model, job.spec.comm).plan
                     comm = plan(self.cluster, job.model, job.spec.shard_nodes, ps, ws, job.spec.exchange_every)
                     job.proj = comm.cross_node / job.num_workers  # per local batch
-            total += job.proj * (job.total_steps - job.steps_done)
+            total += job.proj * job.raw_remaining()
         return total
 
     def projected_job_seconds(self) -> float:
@@ -799,7 +828,7 @@ class Simulator:
                 v = self.isolated_speed(job.job_id, [t.node for t in job.ps_tasks()],
                                         [t.node for t in job.worker_tasks()])
             if v > 0.0:
-                total += wait + (job.total_steps - job.steps_done) / v
+                total += wait + job.raw_remaining() / v
         return total
 
     def isolated_speed(self, job_id: str, ps_nodes: list[int], worker_nodes: list[int]) -> float:

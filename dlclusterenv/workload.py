@@ -47,6 +47,8 @@ from .config import (
     resolve,
     validate,
 )
+from . import efficiency
+from .efficiency import PhiTable
 from .jobs import Job, JobSpec
 from .sim import DEFAULT_PACKING
 from .speed import SpeedError, alone_speed, gpu_compute_s
@@ -188,6 +190,11 @@ class Scenario(_Strict):
     models_file: str | None = None
     engine: Engine = Engine()
     workload: Workload
+    efficiency: Literal["none", "pgns"] = Field(
+        default="none",
+        description="statistical efficiency of large batches (dlclusterenv/efficiency.py): none (E = 1)"
+        " or pgns (Pollux's measured gradient noise scale, configs/efficiency.yaml)",
+    )
 
 
 def load_scenario(name_or_path: str | Path | Scenario | dict) -> tuple[Scenario, Path | None]:
@@ -388,7 +395,8 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
             )
     _check_fits(specs, origins, cluster, zoo, where)
     if w.kind == "trace":
-        specs = [replay_work(s, float(dur), cluster, zoo.models[s.model])
+        eff = efficiency.make(sc.efficiency)
+        specs = [replay_work(s, float(dur), cluster, zoo.models[s.model], eff.table(s.model, zoo.models[s.model]))
                  for s, dur in zip(specs, durations)]
     return specs
 
@@ -425,12 +433,18 @@ def trace_speed(spec: JobSpec, cluster: Cluster, m: ModelSpec) -> float:
     return alone_speed(cluster, job, ps_nodes, w_nodes, cluster.config.overheads, DEFAULT_PACKING)
 
 
-def replay_work(spec: JobSpec, duration_s: float, cluster: Cluster, m: ModelSpec) -> JobSpec:
+def replay_work(spec: JobSpec, duration_s: float, cluster: Cluster, m: ModelSpec,
+                eff: PhiTable | None = None) -> JobSpec:
     """The job with the work that its trace duration is at the trace's placement: duration x
     `trace_speed`, so that running it that way takes `duration_s` and its GPU-seconds are the
     trace's. The speed model is deterministic (a scheduler's measurements carry a 2% bias, the
-    truth none), so this holds to rounding."""
-    return replace(spec, work_steps=duration_s * trace_speed(spec, cluster, m))
+    truth none), so this holds to rounding. With a statistical efficiency `eff` the work is
+    divided by the mean of 1 / E at the trace's workers over the work, which keeps the duration
+    exact: the trace's job ran at that size, efficiency included."""
+    work = duration_s * trace_speed(spec, cluster, m)
+    if eff is not None:
+        work /= eff.mean_inverse(spec.num_workers)
+    return replace(spec, work_steps=work)
 
 
 # A replay this small or this idle compares schedulers on almost nothing: say so, with numbers.

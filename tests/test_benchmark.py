@@ -39,7 +39,7 @@ def _suite_file(tmp_path: Path, **change) -> Path:
     return path
 
 
-@pytest.mark.parametrize("name", ["tiny", "v1", "v2"])
+@pytest.mark.parametrize("name", ["tiny", "v1", "v2", "v3"])
 def test_shipped_suites_load(name):
     suite, path = load_suite(name)
     assert suite.version >= 1
@@ -67,6 +67,30 @@ def test_v2_keeps_v1_and_adds_heavy_philly_and_heterogeneous_gpus():
     assert len(set(cluster.node_gpu_type)) >= 2
 
 
+def test_v3_is_v2_with_statistical_efficiency_on_trace_and_default_instances():
+    v2, p2 = load_suite("v2")
+    v3, p3 = load_suite("v3")
+    i2 = {i.key: i for i in instances(v2, p2, lambda m: None)}
+    i3 = {i.key: i for i in instances(v3, p3, lambda m: None)}
+    assert v3.version == 3 and set(i2) == set(i3)
+    for key, inst in i3.items():
+        _, sc, seed = inst.runs("test")[0]
+        _, sc2, seed2 = i2[key].runs("test")[0]
+        want = "pgns" if key.split("@")[0] in ("philly-6c71a0-nov", "philly-103959-oct", "default") else "none"
+        assert sc.efficiency == want and sc2.efficiency == "none"
+        assert sc.model_copy(update={"efficiency": "none"}) == sc2 and seed == seed2
+
+
+def test_entry_efficiency_reaches_the_run_and_its_log_replays(tmp_path):
+    path = _suite_file(tmp_path, **{"scenarios.0.efficiency": "pgns"})
+    suite, _ = load_suite(path)
+    task = next(t for t in plan(suite, instances(suite, path), tmp_path)
+                if t.policy == "optimus" and t.split == "test")
+    assert task.scenario.efficiency == "pgns"
+    run_task(task)
+    assert validate_log(Path(task.log))["policy"] == "optimus"
+
+
 @pytest.mark.parametrize("change, field", [
     ({"version": "one"}, "version"),
     ({"scenarios.0.test.seeds": [1, 1000]}, "scenarios.0"),
@@ -77,6 +101,7 @@ def test_v2_keeps_v1_and_adds_heavy_philly_and_heterogeneous_gpus():
     ({"constants.shapes": [[0, 2]]}, "constants"),
     ({"scenarios.0.loads": [0]}, "scenarios.0"),
     ({"scenarios.0.colour": "red"}, "scenarios.0.colour"),
+    ({"scenarios.0.efficiency": "yes"}, "scenarios.0.efficiency"),
 ])
 def test_bad_suite_is_a_clear_error(tmp_path, change, field):
     with pytest.raises(ConfigError) as e:

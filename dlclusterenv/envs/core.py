@@ -28,6 +28,7 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from .. import efficiency
 from ..api import Decision
 from ..config import ConfigError, read_yaml, validate
 from ..jobs import Job
@@ -198,6 +199,7 @@ class ClusterEnv(gym.Env):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(f"render_mode: unknown {render_mode!r}")
         self.scenario, self.cluster, self.zoo, _ = build(scenario, 0)
+        self._efficiency = efficiency.make(self.scenario.efficiency)
         n = self.cluster.n_nodes
         self.max_nodes = max_nodes or n
         if self.max_nodes < n:
@@ -245,7 +247,8 @@ class ClusterEnv(gym.Env):
         specs = generate_jobs(self.scenario, self.cluster, self.zoo, episode_seed, self.scenario.name)
         eng = self.scenario.engine
         self.sim = Simulator(
-            self.cluster, specs, self.zoo, seed=episode_seed, tick_s=eng.tick_s, horizon_s=eng.horizon_s
+            self.cluster, specs, self.zoo, seed=episode_seed, tick_s=eng.tick_s, horizon_s=eng.horizon_s,
+            efficiency=self._efficiency,
         )
         self.steps = 0
         self.decision_index = 0
