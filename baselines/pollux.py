@@ -119,6 +119,16 @@ def fitness(states: np.ndarray, base: np.ndarray, goodput: np.ndarray, fair: np.
     return power_mean(speed, p)
 
 
+def fair_goodput(goodput: np.ndarray, slots: np.ndarray, caps: np.ndarray) -> np.ndarray:
+    """Each job's goodput at a_f (Sec. 4.2): an exclusive 1/J of the cluster, i.e. ceil(the workers
+    of its kind the cluster holds / J) (the dominant-share rule of [ref]), within its cap, at least
+    1, on several nodes when one node cannot hold them. slots[j, n]: workers of j node n holds."""
+    jobs = len(goodput)
+    k = np.maximum(np.minimum(np.ceil(slots.sum(axis=1) / jobs), caps), 1).astype(np.int64)
+    multi = (k > slots.max(axis=1)).astype(int)
+    return np.maximum(goodput[np.arange(jobs), k, multi], 1e-12)
+
+
 # ----------------------------------------------------------------------------- search
 class _Search:
     """The GA of Sec. 4.2 over one round's matrices (module docstring, step 7)."""
@@ -129,7 +139,8 @@ class _Search:
         self.need, self.room, self.order = need, room, order  # need: jobs x R, room: nodes x R
         with np.errstate(divide="ignore", invalid="ignore"):
             per = np.where(need[:, None, :] > 0, room[None, :, :] / need[:, None, :], np.inf)
-        self.max_cell = np.minimum(np.floor(per.min(axis=2) + 1e-9), caps[:, None]).astype(np.int64)
+        self.slots = np.floor(np.minimum(per.min(axis=2), 1e6) + 1e-9).astype(np.int64)
+        self.max_cell = np.minimum(self.slots, caps[:, None])
 
     def repair(self, s: np.ndarray) -> np.ndarray:
         """Caps, one multi-node job per node, node capacities (priority order `order`)."""
@@ -177,6 +188,8 @@ class _Search:
             extra = self.mutate(pop[self.rng.integers(0, len(pop), population - len(pop))])
             pop = np.concatenate([pop, self.repair(extra)])
         fit = score(pop)
+        keep = np.argsort(-fit, kind="stable")[:population]
+        pop, fit = pop[keep], fit[keep]
         for _ in range(generations):
             i, k = self.rng.integers(0, len(pop), (2, population))
             kids = self.repair(self.mutate(self.crossover(pop[i], pop[k])))
@@ -277,10 +290,10 @@ class Pollux(Scheduler):
                     base[i, n] += 1
         w_max = int(max(caps.max(), base.sum(axis=1).max()))
         goodput = np.stack([self.goodput_table(j, w_max) for j in jobs])
-        fair = self._fair(jobs, goodput, caps, int(c.gpus.max()), c.n_gpus)
         penalty = np.array([self._penalty(view, j) for j in jobs])
         order = np.lexsort(([j.arrival_s for j in jobs], [j.attained_gpu_s for j in jobs]))
         search = _Search(self.rng, base, caps, need, room, order)
+        fair = fair_goodput(goodput, search.slots, caps)
         seeds = [base[None]]
         if self._prev is not None:
             ids, prev = self._prev
@@ -294,13 +307,6 @@ class Pollux(Scheduler):
                          self.population, self.generations)
         self._prev = ([j.job_id for j in jobs], pop)
         return self._decision(view, jobs, base, pop[0], cap)
-
-    def _fair(self, jobs: list[JobView], goodput: np.ndarray, caps: np.ndarray, per_node: int,
-              total: int) -> np.ndarray:
-        """Goodput at a_f (Sec. 4.2): ceil(G / J) GPUs within the job's cap, on the fewest nodes."""
-        k = np.maximum(np.minimum(math.ceil(total / len(jobs)), caps), 1)
-        multi = (k > max(per_node, 1)).astype(int)
-        return np.maximum(goodput[np.arange(len(jobs)), k, multi], 1e-12)
 
     def _penalty(self, view: ClusterView, job: JobView) -> float:
         """(T_j - R_j delta) / (T_j + delta), floored at 0 (Sec. 4.2)."""
