@@ -44,9 +44,12 @@ and E = 1, and Pollux allocates by throughput alone.
 
 Adaptations to the engine (ours): Pollux allocates GPUs only, so a PS job keeps the ratio of PS to
 workers its user asked for (at least 1 PS), its PS spread over its worker nodes, else any node with
-room, placed after the search; a job whose PS do not fit waits. The search does not reserve room
-for PS (they need CPU and memory, of which GPU nodes have plenty). GPU types are not told apart (Pollux's cluster is homogeneous). Decisions
-are taken every `interval_s` (60 s: PolluxSched's period, Sec. 5); an arrival waits for the next.
+room, placed after the search; the search counts each worker with its share of the PS (that ratio),
+and a job whose tasks then do not fit waits. GPU types are not told apart (Pollux's cluster is homogeneous). Rounds: at
+the engine's decision points (arrivals, completions, the scenario's tick_s), at every change of the
+set of active jobs and otherwise at most every `interval_s` (60 s: PolluxSched's period, Sec. 5).
+No extra wake-up is asked for (Decision.wake_at: no Gym env can express it, so the adapter could
+not run this policy), so where tick_s > interval_s the tick sets the period.
 """
 
 from __future__ import annotations
@@ -226,7 +229,7 @@ class Pollux(Scheduler):
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
-        self._next = 0.0
+        self._next, self._ids = 0.0, ()
         self._samples: dict[str, dict[tuple[int, bool], list[float]]] = {}
         self._layout: dict[str, tuple[int, bool]] = {}  # (workers, multi-node) given last round
         self._theta: dict[str, tuple[tuple, np.ndarray]] = {}
@@ -267,13 +270,14 @@ class Pollux(Scheduler):
 
     # ---------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Decision:
-        if view.time < self._next - 1e-6:
-            return Decision(wake_at=self._next)
-        self._next = (math.floor(view.time / self.interval_s + 1e-9) + 1) * self.interval_s
+        ids = tuple(j.job_id for j in view.jobs)
+        if view.time < self._next - 1e-6 and ids == self._ids:
+            return Decision()
+        self._next, self._ids = view.time + self.interval_s, ids
         self._measure(view)
         jobs = list(view.jobs)
         if not jobs:
-            return Decision(wake_at=self._next)
+            return Decision()
         c = view.cluster
         cap = Capacity.of(view)  # free + what every active job holds: all are re-allocated
         for j in jobs:
@@ -281,7 +285,7 @@ class Pollux(Scheduler):
                 if t.node >= 0:
                     cap.take(t.node, t.demand, -1)
         room = np.stack([cap.cpu, cap.mem, cap.bw, cap.gpu.astype(float)], axis=1)
-        need = np.array([resource_vec(j.worker_demand) for j in jobs])
+        need = np.array([_need(j) for j in jobs])
         caps = np.array([self.cap(j) for j in jobs])
         base = np.zeros((len(jobs), c.n_nodes), dtype=np.int64)
         for i, j in enumerate(jobs):
@@ -318,29 +322,26 @@ class Pollux(Scheduler):
     def _decision(self, view: ClusterView, jobs: list[JobView], base: np.ndarray, best: np.ndarray,
                   cap: Capacity) -> Decision:
         """The chosen matrix as engine actions; PS placed after the workers (module docstring)."""
-        d = Decision(wake_at=self._next)
-        for i, j in enumerate(jobs):  # every planned worker, and the PS of jobs left as they are
-            for n in np.flatnonzero(best[i]):
-                cap.take(int(n), j.worker_demand, int(best[i, n]))
-            if (best[i] == base[i]).all():
-                for n in _task_nodes(j, "ps"):
-                    if n >= 0:
-                        cap.take(n, j.ps_demand)
+        d = Decision()
+        kept = [(best[i] == base[i]).all() and j.status == "running" for i, j in enumerate(jobs)]
+        for i, j in enumerate(jobs):  # jobs left as they are keep their tasks
+            if kept[i]:
+                for t in j.tasks:
+                    if t.node >= 0:
+                        cap.take(t.node, t.demand)
         for i, j in enumerate(jobs):
             row = best[i]
-            if (row == base[i]).all() and (j.status == "running" or not row.any()):
-                continue
-            if not row.any():
-                d.preempt.append(j.job_id)
-                self._layout.pop(j.job_id, None)
+            if kept[i] or not (row.any() or base[i].any()):
                 continue
             nodes = tuple(int(n) for n in np.repeat(np.arange(len(row)), row))
-            ps = self._place_ps(j, nodes, cap) if j.comm == "ps" else ()
-            if ps is None:  # its PS do not fit: it waits, its workers' room goes back
-                for n in np.flatnonzero(row):
-                    cap.take(int(n), j.worker_demand, -int(row[n]))
+            ps = () if not nodes else _take_workers(cap, j, row) and (
+                self._place_ps(j, nodes, cap) if j.comm == "ps" else ())
+            if not nodes or ps is None or ps is False:  # no GPUs, or its tasks do not fit: it waits
+                if ps is None:
+                    _take_workers(cap, j, -row)
                 if j.status == "running":
                     d.preempt.append(j.job_id)
+                self._layout.pop(j.job_id, None)
                 continue
             self._restarts[j.job_id] += 1
             if (len(ps), len(nodes)) != (j.num_ps, j.num_workers):
@@ -372,6 +373,29 @@ class Pollux(Scheduler):
             cap.take(ok[0], job.ps_demand)
             out.append(ok[0])
         return tuple(out)
+
+
+def _need(job: JobView) -> np.ndarray:
+    """What one worker takes in the search: its demand plus its share of the job's PS (the ratio
+    the user asked for), so the matrix leaves room for the PS placed after it."""
+    p0, w0 = job.requested
+    ps = max(p0, 1) / max(w0, 1) if job.comm == "ps" else 0.0
+    return resource_vec(job.worker_demand) + ps * resource_vec(job.ps_demand)
+
+
+def _take_workers(cap: Capacity, job: JobView, row: np.ndarray) -> bool:
+    """Charge the row's workers (a negative row gives them back); False, charging nothing, if
+    they do not fit."""
+    nodes = np.flatnonzero(row)
+    k = row[nodes]
+    d = job.worker_demand
+    if (row > 0).any() and not (
+        (cap.cpu[nodes] + 1e-9 >= k * d.cpu).all() and (cap.mem[nodes] + 1e-9 >= k * d.mem_gb).all()
+        and (cap.bw[nodes] + 1e-3 >= k * d.bw_MBps * 1e6).all() and (cap.gpu[nodes] >= k * d.gpu).all()):
+        return False
+    for n, c in zip(nodes, k):
+        cap.take(int(n), d, int(c))
+    return True
 
 
 def _worker_layout(job: JobView) -> tuple[int, bool]:

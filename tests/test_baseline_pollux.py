@@ -110,7 +110,7 @@ def _two_job_sim(eff=None) -> Simulator:
     cluster = make_cluster(nodes_per_rack=1, cpus=32, gpus=8, gpu_memory_gb=16)
     zoo = make_zoo(big=_gpu_model(), small=_gpu_model())
     specs = [JobSpec("a", "big", 0.0, 0, 1), JobSpec("b", "small", 0.0, 0, 1)]
-    return Simulator(cluster, specs, zoo, seed=0, efficiency=eff or efficiency.Efficiency())
+    return Simulator(cluster, specs, zoo, seed=0, tick_s=60.0, efficiency=eff or efficiency.Efficiency())
 
 
 def _run_until(sim: Simulator, pol: Pollux, t: float) -> None:
