@@ -22,8 +22,9 @@ goodput.py, sched/adaptdl_sched/policy/pollux.py, cited as [ref]) was read, not 
 4. FITNESS (Sec. 4.2, Eq. 14): the power mean (1/J sum SPEEDUP_j^p)^(1/p), p = -1 by default; as in
    [ref], 1e-3 is added to each speedup so a job without GPUs gives a finite, tiny fitness.
 5. Re-allocation penalty (Sec. 4.2): the speedup of a job whose allocation changes is multiplied by
-   (T_j - R_j delta) / (T_j + delta), T_j the job's age, R_j the re-allocations this scheduler gave it
-   so far, delta = `restart_delay_s` (30 s, [ref] simulator/pollux.py). A first start counts (R = 0).
+   (T_j - R_j delta) / (T_j + delta), T_j the job's age, R_j the re-allocations (changes after its
+   first start, preemption included) this scheduler gave it so far, delta = `restart_delay_s` (30 s,
+   [ref] simulator/pollux.py). A pending job's first start is a change too, penalised with R = 0.
 6. Interference avoidance (Sec. 4.2): at most one job spanning several nodes per node.
 7. Search (Sec. 4.2): a genetic algorithm over allocation matrices (jobs x nodes, workers per node):
    single-point crossover over jobs, mutation (reset a job to its current row, clear some entries,
@@ -341,9 +342,11 @@ class Pollux(Scheduler):
                     _take_workers(cap, j, -row)
                 if j.status == "running":
                     d.preempt.append(j.job_id)
+                    self._restarts[j.job_id] += 1
                 self._layout.pop(j.job_id, None)
                 continue
-            self._restarts[j.job_id] += 1
+            if math.isfinite(j.first_start_s):  # a re-allocation; the first start is none ([ref])
+                self._restarts[j.job_id] += 1
             if (len(ps), len(nodes)) != (j.num_ps, j.num_workers):
                 d.allocate[j.job_id] = (len(ps), len(nodes))
             for prefix, cur, want in (("ps", _task_nodes(j, "ps"), ps), ("w", _task_nodes(j, "worker"), nodes)):
