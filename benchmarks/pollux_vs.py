@@ -24,6 +24,7 @@ def main() -> None:
     ap.add_argument("--suite", default="v3")
     ap.add_argument("--instances", default="default@1x,philly-6c71a0-nov@1x")
     ap.add_argument("--policies", default="pollux,optimus,optimus-oracle")
+    ap.add_argument("--no-constants", action="store_true", help="skip the constant grid")
     args = ap.parse_args()
     suite, where = load_suite(args.suite)
     wanted = args.instances.split(",")
@@ -34,7 +35,8 @@ def main() -> None:
     for key in wanted:
         runs = insts[key].runs("test")
         jct: dict[str, float] = {}
-        for policy in [*args.policies.split(","), *suite.constants.names()]:
+        constants = [] if args.no_constants else suite.constants.names()
+        for policy in [*args.policies.split(","), *constants]:
             t0, vals, unfinished = time.perf_counter(), [], 0
             for _, sc, seed in runs:
                 s = make_sim(sc, seed).run(make_scheduler(policy)).summary()
@@ -44,7 +46,9 @@ def main() -> None:
             if not policy.startswith("fixed-"):
                 print(f"{key}  {policy:16s} avg JCT {jct[policy]:9.0f} s  unfinished {unfinished}  "
                       f"({len(runs)} runs, {time.perf_counter() - t0:.0f} s)", flush=True)
-        best = min(suite.constants.names(), key=jct.get)
+        if not constants:
+            continue
+        best = min(constants, key=jct.get)
         print(f"{key}  best constant {best} avg JCT {jct[best]:9.0f} s", flush=True)
 
 
