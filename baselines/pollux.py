@@ -34,7 +34,9 @@ goodput.py, sched/adaptdl_sched/policy/pollux.py, cited as [ref]) was read, not 
    because the matrices of the benchmark clusters (tens of jobs x tens of nodes) are far beyond
    enumeration; an exact search would serve the toy cases only. [ref] uses NSGA-II with a second
    objective for cluster autoscaling; the cluster here is fixed, so fitness is the one objective.
-   The population starts from the current allocation and the last round's population.
+   The population starts from the current allocation and the last round's population. [ref] runs
+   100 individuals x 100 generations; the defaults here are 50 x 30 for time: on `default` seed 0
+   with `efficiency: pgns` they gave avg JCT 924 s in 15.5 s wall, 100 x 100 gave 926 s in 76.7 s.
 
 What it reads, and why that is honest: JobView.last_speed (the speed the job runs at now, which
 PolluxAgent measures, Sec. 4.1) under the layout this scheduler gave it; JobView.noise_scale, the
