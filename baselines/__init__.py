@@ -16,6 +16,7 @@ from .k8s_default import K8sDefault
 from .na import NA
 from .optimus import Optimus, OptimusOracle
 from .otea import OTEA
+from .pollux import Pollux
 from .random_policy import RandomPlacement
 from .srtf import SRTFOracle
 from .tetris import Tetris
@@ -35,6 +36,7 @@ REGISTRY: dict[str, type[Scheduler]] = {
     "optimus": Optimus,
     "optimus-oracle": OptimusOracle,
     "otea": OTEA,
+    "pollux": Pollux,
     "random": RandomPlacement,
     "srtf-oracle": SRTFOracle,
     "tetris": Tetris,

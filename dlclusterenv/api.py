@@ -106,6 +106,17 @@ class JobView:
     tasks: tuple[TaskView, ...]
     comm: str = "ps"  # "ps" (needs >= 1 PS) | "allreduce" (workers only: allocate (0, w))
     exchange_every: int = 1  # the job exchanges gradients once per this many steps (local SGD)
+    # Gradient noise scale phi of the work done so far (efficiency.py; Pollux's agent measures it
+    # online, OSDI'21 Sec. 3.1), in samples, and the local batch M0 it is counted against; inf: the
+    # scenario has no statistical efficiency (E = 1 at any size).
+    noise_scale: float = math.inf
+    local_batch: int = 1
+
+    def efficiency(self, workers: int) -> float:
+        """Pollux Eq. 7 at the phi measured now: E = (phi + M0) / (phi + workers x M0)."""
+        if math.isinf(self.noise_scale):
+            return 1.0
+        return (self.noise_scale + self.local_batch) / (self.noise_scale + workers * self.local_batch)
 
 
 class OracleView:

@@ -223,6 +223,8 @@ class Simulator:
             tasks=tasks,
             comm="ps" if job.uses_ps else "allreduce",
             exchange_every=job.spec.exchange_every,
+            noise_scale=math.inf if job.eff is None else job.eff.phi[job.eff_bucket],
+            local_batch=1 if job.eff is None else job.eff.local_batch,
         )
         job.view = view if job.status == PENDING else None
         return view
