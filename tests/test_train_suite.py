@@ -65,3 +65,19 @@ def test_suite_training_then_scoring_on_the_test_split(tmp_path):
 def test_bad_suite_specs_name_the_key(tmp_path, patch, key):
     with pytest.raises(ConfigError, match=key):
         load_config(_cfg(tmp_path, **patch))
+
+
+def test_shape_choices_plot_shares_sum_to_one_per_state_bin():
+    from dlclusterenv.plots import shape_choices
+
+    recs = [{"waiting": w, "free_gpus": g, "shape": s}
+            for w, g, s in [(0, 60, 2), (1, 50, 2), (3, 20, 1), (12, 8, 0), (30, 2, 0), (30, 2, 1)]]
+    fig = shape_choices(recs, [(1, 1), (1, 2), (8, 8)])
+    for ax in fig.axes[:2]:
+        heights: dict[float, float] = {}
+        for bar in ax.patches:
+            heights[bar.get_x()] = heights.get(bar.get_x(), 0.0) + bar.get_height()
+        assert len(heights) >= 3 and all(h == pytest.approx(1.0) for h in heights.values())
+    # waiting 30 (two decisions, two shapes): half 1x1, half 1x2
+    last = [b for b in fig.axes[0].patches if b.get_x() == max(p.get_x() for p in fig.axes[0].patches)]
+    assert sorted(round(b.get_height(), 3) for b in last) == [0.0, 0.5, 0.5]
