@@ -3,7 +3,7 @@ suite's best heuristic and best constant, and the shapes it chooses across state
 
     dlcluster train --config configs/agents/suite_6c71a0.yaml --out runs/agents/suite_6c71a0
     python benchmarks/learned_suite.py --model runs/agents/suite_6c71a0/model.zip \
-        [--suite v2] [--instance philly-6c71a0-nov@7x] [--extra-seeds 9] [--workers 1] \
+        [--suite v2] [--instance philly-6c71a0-nov@7x] [--extra-seeds 9] \
         [--out runs/bench_learned_suite]
 
 1. Frozen split: the instance's runs as `dlcluster benchmark SUITE --policies maskableppo:MODEL`
@@ -35,7 +35,7 @@ import numpy as np
 
 from agents.learned import env_for, fit_spaces, parse_spec
 from agents.train import algo_class
-from dlclusterenv.benchmark import Task, execute, instances, load_suite, plan, score
+from dlclusterenv.benchmark import Task, instances, load_suite, plan, run_task, score
 from dlclusterenv.metrics import ci95
 
 
@@ -44,18 +44,19 @@ def stats(x) -> dict:
     return {"mean": float(x.mean()), "ci95": ci95(x), "n": int(len(x))}
 
 
-def cached_execute(tasks: list[Task], workers: int, cache: Path) -> list[dict]:
-    """execute(), keeping scheduler runs (not learned ones) in `cache` (JSON lines) across
-    invocations: a run is a pure function of its task, so a rerun for a new model reuses them."""
+def cached_execute(tasks: list[Task], cache: Path) -> list[dict]:
+    """benchmark.execute() in one process, keeping scheduler runs (not learned ones) in `cache`
+    (JSON lines, one written as each run ends) across invocations: a run is a pure function of
+    its task, so a rerun for a new model reuses them."""
     key = lambda r: (r["instance"], r["split"], r["window"], r["policy"], r["seed"])  # noqa: E731
     kept = {key(r): r for r in map(json.loads, cache.read_text().splitlines())} if cache.exists() else {}
     todo = [t for t in tasks if ":" in t.policy or key(vars(t)) not in kept]
-    new = execute(todo, workers)
-    with open(cache, "a") as f:
-        for r in new:
-            if ":" not in r["policy"]:
+    got = {}
+    for t in todo:  # one at a time, each kept as it ends, so an interrupted call loses one run
+        r = got[key(vars(t))] = run_task(t)
+        if ":" not in r["policy"]:
+            with open(cache, "a") as f:
                 f.write(json.dumps(r) + "\n")
-    got = {key(r): r for r in new}
     return [got.get(key(vars(t))) or kept[key(vars(t))] for t in tasks]
 
 
@@ -87,7 +88,6 @@ def main() -> None:
     ap.add_argument("--suite", default="v2")
     ap.add_argument("--instance", default="philly-6c71a0-nov@7x")
     ap.add_argument("--extra-seeds", type=int, default=9)
-    ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--out", default="runs/bench_learned_suite")
     a = ap.parse_args()
     out = Path(a.out)
@@ -98,7 +98,7 @@ def main() -> None:
     t0 = time.perf_counter()
 
     cache = out / "scheduler_runs.jsonl"
-    rows = cached_execute(plan(suite, [inst], out, [spec]), a.workers, cache)
+    rows = cached_execute(plan(suite, [inst], out, [spec]), cache)
     res = score(suite, [inst], rows, [spec])
     chk = res["check"][0]
     frozen_wall = time.perf_counter() - t0
@@ -116,7 +116,7 @@ def main() -> None:
     runs = [(k, sc, s) for k, sc, _ in inst.runs("test")[:: len(inst.entry.test.seeds)] for s in seeds]
     tasks = [Task(inst.key, "test", k, p, sc, s, None if ":" in p else str(out / "logs" / f"{p}-s{s}-w{k}.jsonl"))
              for k, sc, s in runs for p in names.values()]
-    ext_rows = cached_execute(tasks, a.workers, cache)
+    ext_rows = cached_execute(tasks, cache)
     ext = {k: {**frozen[k], **per_run(ext_rows, p)} for k, p in names.items()}
 
     result = {"suite": suite.name, "instance": inst.key, "model": a.model,
