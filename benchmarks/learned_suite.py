@@ -14,9 +14,10 @@ suite's best heuristic and best constant, and the shapes it chooses across state
    best constant of the grid in hindsight on the frozen test split, if another), so the interval
    has more than the frozen split's window x seed runs. Neither a window nor a seed of these is
    seen in training (configs/agents/suite_6c71a0.yaml trains on the train windows).
-3. Shapes: every decision of the learned policy on the extended runs, with the jobs waiting and
-   the free GPUs it saw (its observation's global features), drawn by plots.shape_choices
-   (shapes.png) and counted in the JSON.
+3. Shapes: every decision of the learned policy on the frozen and extended test runs, with the
+   jobs waiting and the free GPUs it saw (its observation's global features), drawn by
+   plots.shape_choices (shapes.png) and counted in the JSON, also among the decisions where every
+   shape fit (so the choice was not forced by the mask).
 
 Intervals: 95% Student t over the runs (window x seed); learned / other ratios are per run
 (paired on the same jobs), mean and interval of the per-run ratios. Output: results.json,
@@ -70,13 +71,15 @@ def decisions(spec: str, scenario, seed: int) -> list[dict]:
     obs, _ = env.reset(seed=seed)
     out = []
     while True:
-        a, _ = model.predict(obs, action_masks=u.action_masks(), deterministic=True)
+        mask = u.action_masks()
+        a, _ = model.predict(obs, action_masks=mask, deterministic=True)
         a = int(a)
         if a != env.action_space.n - 1:
-            q = obs["global"][5]
+            q, slot = obs["global"][5], a // u.per_job
             out.append({"waiting": round(u.max_jobs * q / (1 - q)),
                         "free_gpus": round(float(obs["global"][3]) * u.cluster.n_gpus),
-                        "shape": a % u.per_job})
+                        "shape": a % u.per_job,
+                        "every_shape_fit": bool(mask[slot * u.per_job:(slot + 1) * u.per_job].all())})
         obs, _, te, tr, _ = env.step(a)
         if te or tr:
             return out
@@ -138,6 +141,9 @@ def main() -> None:
     result["shapes"] = {f"{p}x{w}": n for (p, w), n in
                         zip(shapes, (Counter(r["shape"] for r in recs)[i] for i in range(len(shapes))))}
     result["decisions"] = len(recs)
+    free = [r for r in recs if r["every_shape_fit"]]  # a choice, not forced by what fits
+    result["shapes_when_every_shape_fit"] = {f"{p}x{w}": sum(r["shape"] == i for r in free)
+                                             for i, (p, w) in enumerate(shapes)}
     from dlclusterenv.plots import shape_choices
 
     shape_choices(recs, shapes, f"{inst.key} test windows: shapes the learned policy chose "
@@ -152,7 +158,8 @@ def main() -> None:
             if k != "learned":
                 r = b[f"learned / {k}"]
                 print(f"  learned / {k:<24} {r['mean']:.3f} +- {r['ci95']:.3f}")
-    print("shapes chosen:", result["shapes"], f"over {len(recs)} decisions")
+    print("shapes chosen:", result["shapes"], f"over {len(recs)} decisions; where every shape fit:",
+          result["shapes_when_every_shape_fit"])
     print(f"wall {result['wall_s']:.0f} s; {out / 'results.json'}, {out / 'shapes.png'}")
 
 
