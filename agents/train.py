@@ -157,6 +157,33 @@ class BCSpec(_Strict):
         return v
 
 
+class SuiteSpec(_Strict):
+    """Train on one instance of a benchmark suite (dlclusterenv.benchmark): its train split's
+    scenarios (trace windows at the instance's load) replace env.kwargs.scenario, env i taking
+    train run i mod the split's runs; the test split is never built here."""
+
+    name: str = Field(description="a suite of configs/benchmarks or a YAML path")
+    instance: str = Field(description="ENTRY@LOADx, as the suite's leaderboard names it")
+
+    def train_runs(self) -> list[tuple[Any, int]]:
+        """(scenario, suite seed) of every run of the instance's train split."""
+        from dlclusterenv.benchmark import instances, load_suite
+
+        suite, path = load_suite(self.name)
+        found = {i.key: i for i in instances(suite, path, say=lambda m: None)}
+        if self.instance not in found:
+            raise ValueError(f"{self.instance!r} is not an instance of suite {suite.name} here; "
+                             f"known: {sorted(found)}")
+        return [(sc, seed) for _, sc, seed in found[self.instance].runs("train")]
+
+    def test_seeds(self) -> set[int]:
+        from dlclusterenv.benchmark import load_suite
+
+        suite, _ = load_suite(self.name)
+        entry = next(e for e in suite.scenarios if self.instance.startswith(e.name + "@"))
+        return set(entry.test.seeds)
+
+
 class TrainConfig(_Strict):
     env: EnvSpec
     algo: Literal["ppo", "maskable_ppo"]
@@ -173,6 +200,7 @@ class TrainConfig(_Strict):
     eval_every: int = Field(default=0, ge=0, description="env steps; 0: no evaluation")
     eval: EvalSpec = EvalSpec()
     bc: BCSpec | None = None
+    suite: SuiteSpec | None = None
 
     @field_validator("policy_kwargs")
     @classmethod
@@ -220,6 +248,18 @@ class TrainConfig(_Strict):
             gym.make(self.env.id, **self.env.kwargs).close()
         except (ConfigError, TypeError, ValueError) as e:
             raise _KeyError("env.kwargs", self.env.kwargs, f"{self.env.id} rejects them: {e}") from None
+        if self.suite is not None:
+            try:
+                self.suite.train_runs()
+            except (ConfigError, ValueError) as e:
+                raise _KeyError("suite.instance", self.suite.instance, str(e)) from None
+            clash = sorted(train_seeds & self.suite.test_seeds())
+            if clash:
+                raise _KeyError("seed", self.seed, f"training episode seeds {clash} are test seeds "
+                                f"of {self.suite.name} {self.suite.instance}")
+            if self.eval_every:
+                raise _KeyError("eval_every", self.eval_every, "with suite, evaluate with "
+                                "`dlcluster benchmark` on the test split, not during training")
         return self
 
 
@@ -261,6 +301,16 @@ def make_vec(cfg: TrainConfig, seed: int):
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
 
+    vec_cls = SubprocVecEnv if cfg.vec == "subproc" else DummyVecEnv
+    if cfg.suite is not None:  # env i on train run i mod len(runs); reset seeds as make_vec_env's
+        if cfg.vec == "batched":
+            raise ConfigError("vec: batched runs one scenario; with suite use dummy or subproc")
+        runs = cfg.suite.train_runs()
+        fns = [partial(_env, cfg.env.id, {**cfg.env.kwargs, "scenario": runs[i % len(runs)][0]})
+               for i in range(cfg.n_envs)]
+        venv = VecMonitor(vec_cls(fns))
+        venv.seed(seed)
+        return venv
     if cfg.vec == "batched":  # seeded as make_vec_env seeds: env i resets first with seed + i
         from .vec import BatchedVecEnv
 
@@ -271,7 +321,7 @@ def make_vec(cfg: TrainConfig, seed: int):
         partial(_env, cfg.env.id, cfg.env.kwargs),
         n_envs=cfg.n_envs,
         seed=seed,
-        vec_env_cls=SubprocVecEnv if cfg.vec == "subproc" else DummyVecEnv,
+        vec_env_cls=vec_cls,
     )
 
 

@@ -155,18 +155,24 @@ class _ProposalEnv(ClusterEnv):
         self._released.add(job.job_id)
 
     def _obs(self) -> dict[str, np.ndarray]:
-        """The round so far is part of the state: nodes show the capacity left after this
-        round's proposals, and each job slot its proposed (p, w). Without this the observation
+        """The round so far is part of the state: nodes and the free-GPU fraction show the capacity
+        left after this round's proposals, each job slot its proposed (p, w), and the queue
+        features leave out the jobs this round starts. Without this the observation
         does not change within a round, and a policy cannot tell how much it has already added."""
         obs = super()._obs()
         c, cap, n = self.cluster, self._cap, self.cluster.n_nodes
         obs["nodes"][:n, 1] = cap.cpu / c.cpus
         obs["nodes"][:n, 2] = cap.mem / c.memory
         obs["nodes"][:n, 3] = cap.gpu / np.maximum(c.gpus, 1)
+        n_wait, gpus_wait = self._waiting
         for i, job in enumerate(self.slots()):  # a pending job's proposal starts from zero
             p, w = self._proposed(job)
             obs["jobs"][i, 2] = min(p / 16, 1.0)
             obs["jobs"][i, 3] = min(w / 32, 1.0)
+            if job.status != "running" and w >= 1 and (p >= 1 or not job.uses_ps):  # starts now
+                n_wait, gpus_wait = n_wait - 1, gpus_wait - job.spec.num_workers * job.model.worker.gpu
+        obs["global"][3] = cap.gpu.sum() / max(c.n_gpus, 1)
+        self._set_queue(obs["global"], n_wait, gpus_wait)
         np.clip(obs["nodes"], 0.0, 1.0, out=obs["nodes"])
         return obs
 

@@ -36,7 +36,7 @@ from ..sim import EPS, Simulator
 from ..workload import Scenario, build, generate_jobs
 
 REWARDS = ("jct", "makespan", "traffic", "utilisation")
-NODE_F, JOB_F, TASK_F, GLOBAL_F = 8, 10, 6, 5
+NODE_F, JOB_F, TASK_F, GLOBAL_F = 8, 10, 6, 7
 
 
 SHAPED = ("traffic", "jct")
@@ -72,6 +72,7 @@ class EnvOptions(Options):
     invalid_penalty: Num = Field(default=1.0, ge=0)
     max_steps: Int = Field(default=1_000_000, ge=1)
     shaping: Any = False
+    shaping_gamma: Num = Field(default=1.0, gt=0, le=1, description="the learner's discount")
 
     @field_validator("scenario")
     @classmethod
@@ -130,8 +131,12 @@ class ClusterEnv(gym.Env):
       log10(parameter bytes) / 12, placed share of its tasks;
     - `task` (6,): the focal task (placement env) or 0: is PS, is worker, CPU and memory demand
       over the largest node's, GPUs, slot / J;
-    - `global` (5,): 1 - exp(-time / (100 time_scale_s)), pending / J, running / J, free GPU and
-      free CPU fractions of the cluster.
+    - `global` (7,): 1 - exp(-time / (100 time_scale_s)), pending / J, running / J, free GPU and
+      free CPU fractions of the cluster, the queue q / (q + J) with q the jobs waiting (all of them,
+      not only those in the job window, so a long queue still shows), and the waiting demand
+      g / (g + G): g the GPUs the waiting jobs asked for (their submitted workers), G the cluster's
+      GPUs. The last two tell a policy how loaded the cluster is beyond the free GPUs (issue 15:
+      a job's best size depends on how many others wait for the same GPUs).
 
     ## Rewards
     Per step, the weighted `reward` terms over the simulated time since the last step (`_reward`):
@@ -156,7 +161,8 @@ class ClusterEnv(gym.Env):
     `scenario` (preset, YAML path, dict or Scenario), `config` (YAML of these arguments),
     `max_nodes` / `max_jobs` (padding, so one policy fits several clusters), `reward` (a term or
     {term: weight}), `time_scale_s`, `invalid_penalty`, `max_steps`, `shaping` (potential-based
-    shaping of the traffic / jct terms), `render_mode` ("ansi" or "rgb_array"); plus each env's own.
+    shaping of the traffic / jct terms), `shaping_gamma` (the discount the shaping is exact
+    under: give the learner's gamma), `render_mode` ("ansi" or "rgb_array"); plus each env's own.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -174,11 +180,12 @@ class ClusterEnv(gym.Env):
         invalid_penalty: float = 1.0,
         max_steps: int = 1_000_000,
         shaping: bool | list[str] = False,
+        shaping_gamma: float = 1.0,
         render_mode: str | None = None,
     ):
         given = dict(scenario=scenario, max_nodes=max_nodes, max_jobs=max_jobs, reward=reward,
                      time_scale_s=time_scale_s, invalid_penalty=invalid_penalty,
-                     max_steps=max_steps, shaping=shaping)
+                     max_steps=max_steps, shaping=shaping, shaping_gamma=shaping_gamma)
         self._where = type(self).__name__
         if config is not None:  # YAML whose keys are these keyword arguments (they win)
             kw = read_yaml(config) or {}
@@ -210,6 +217,9 @@ class ClusterEnv(gym.Env):
         self.invalid_penalty = o.invalid_penalty
         self.max_steps = o.max_steps
         self.shaping = _shaping_terms(o.shaping, weights)
+        self.shaping_gamma = o.shaping_gamma
+        if self.shaping_gamma != 1.0 and not self.shaping:
+            raise ConfigError(f"shaping_gamma: {self.shaping_gamma} applies only with shaping")
         self.render_mode = render_mode
         self.observation_space = spaces.Dict(
             {
@@ -359,21 +369,25 @@ class ClusterEnv(gym.Env):
         """Weighted sum of the chosen terms over the time just simulated:
         jct: minus jobs in system x hours (sums to minus total JCT); makespan: minus hours elapsed;
         traffic: minus GB across nodes; utilisation: busy GPU fraction x hours. With `shaping`, the
-        traffic and jct terms also get the potential-based shaping Phi(s') - Phi(s) (Ng et al.,
-        ICML'99; the episode return is unchanged, as Phi is 0 at both ends): for traffic, Phi =
-        minus the cross-node GB the placed tasks will still move; for jct, Phi = minus the hours
-        the running jobs still need at their current speeds. So a placement is charged its
-        traffic, and a job's size its time, when they are chosen, not hours later. The shaping
-        is undiscounted, exact for the episode return; under a discount it favours postponing a
-        charge, e.g. deferring a job's start under jct shaping (pending jobs are not in Phi), so
-        use jct shaping where jobs cannot be held back (work_conserving) or with gamma near 1."""
+        traffic and jct terms also get the potential-based shaping F = gamma Phi(s') - Phi(s) (Ng
+        et al., ICML'99, Theorem 1), gamma = `shaping_gamma`: for traffic, Phi = minus the
+        cross-node GB the placed tasks will still move; for jct, Phi = minus the hours the running
+        jobs still need at their current speeds. So a placement is charged its traffic, and a job's
+        size its time, when they are chosen, not hours later. The discounted sum of F over an
+        episode telescopes to gamma^T Phi(s_T) - Phi(s_0), and Phi(s_T) = 0 at the end of a
+        finished episode (nothing runs), so the shaped discounted return is the unshaped one minus
+        Phi(s_0) for every policy, and the optimal policy is unchanged, exactly when gamma is the
+        learner's per-step discount. With shaping_gamma 1 under a learner's gamma < 1 (the old
+        rule) the shaping is exact only undiscounted and favours postponing a charge, e.g.
+        deferring a job's start under jct shaping (pending jobs are not in Phi)."""
         now = self._totals()
         d = [b - a for a, b in zip(self._mark, now)]
+        g, mark = self.shaping_gamma, self._mark
         self._mark = now
         terms = {
-            "jct": (d[5] - d[0]) / self.time_scale_s,
+            "jct": (g * now[5] - mark[5] - d[0]) / self.time_scale_s,
             "makespan": -d[1] / self.time_scale_s,
-            "traffic": (d[4] - d[2]) / 1e9,
+            "traffic": (g * now[4] - mark[4] - d[2]) / 1e9,
             "utilisation": d[3] / max(self.cluster.n_gpus, 1) / self.time_scale_s,
         }
         return sum(w * terms[k] for k, w in self.reward_weights.items())
@@ -455,17 +469,22 @@ class ClusterEnv(gym.Env):
                 block[i] = 0.0
                 keys[i] = None
         active = sim.active_jobs()
-        n_running = sum(1 for j in active if j.status == "running")
+        waiting = [j for j in active if j.status != "running"]
+        self._waiting = (len(waiting), sum(j.spec.num_workers * j.model.worker.gpu for j in waiting))
+        n_running = len(active) - len(waiting)
         glob = np.array(
             (
                 1.0 - math.exp(-now / (100 * scale)),
-                (len(active) - n_running) / self.max_jobs,
+                0.0,
                 n_running / self.max_jobs,
                 free_g.sum() / max(c.n_gpus, 1),
                 (c.cpus - sim.used_cpu).sum() / self._total_cpus,
+                0.0,
+                0.0,
             ),
             np.float32,
         )
+        self._set_queue(glob, *self._waiting)
         np.minimum(glob, 1.0, out=glob)  # all features are >= 0; nodes' are fractions already
         self._state_cache = {
             "nodes": nodes,
@@ -477,6 +496,12 @@ class ClusterEnv(gym.Env):
         }
         self._state_stamp = stamp
         return self._state_cache
+
+    def _set_queue(self, glob: np.ndarray, n: int, gpus: float) -> None:
+        """The queue features of `global` for n waiting jobs that asked for `gpus` GPUs."""
+        glob[1] = min(n / self.max_jobs, 1.0)
+        glob[5] = n / (n + self.max_jobs)
+        glob[6] = gpus / (gpus + max(self.cluster.n_gpus, 1))
 
     def _info(self) -> dict:
         sim = self.sim

@@ -1,0 +1,83 @@
+"""Training on a benchmark suite instance's train split (TrainConfig.suite, issue 15 item 5): the
+envs run the instance's train scenarios, the test split is refused, bad specs name the key."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from agents.learned import run_learned
+from agents.train import load_config, make_vec, train
+from dlclusterenv.benchmark import instances, load_suite
+from dlclusterenv.config import ConfigError
+
+CFG = {
+    "env": {"id": "DLClusterAlloc-v0",
+            "kwargs": {"scenario": "tiny", "placer": "consolidate", "work_conserving": True,
+                       "grow_running": False, "shapes": [[1, 1], [1, 2]], "shaping": True,
+                       "shaping_gamma": 0.9}},
+    "suite": {"name": "tiny", "instance": "tiny@2x"},
+    "algo": "maskable_ppo",
+    "policy": "agents.policies.AllocPolicy",
+    "n_envs": 2,
+    "seed": 0,
+    "total_timesteps": 128,
+    "hyperparameters": {"n_steps": 64, "batch_size": 64, "n_epochs": 1, "gamma": 0.9},
+    "checkpoint_every": 128,
+}
+
+
+def _cfg(tmp_path, **patch):
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump({**CFG, **patch}))
+    return p
+
+
+def test_suite_envs_run_the_train_split_scenarios(tmp_path):
+    cfg = load_config(_cfg(tmp_path))
+    venv = make_vec(cfg, 0)
+    loads = venv.get_attr("scenario")
+    venv.close()
+    assert [s.workload.load for s in loads] == [2.0, 2.0]  # the instance's load, not tiny's 1x
+    assert all(s.workload.ps_fraction == 0.5 for s in loads)  # the suite entry's mix
+    plain = load_config(_cfg(tmp_path, suite=None))
+    v2 = make_vec(plain, 0)
+    assert v2.get_attr("scenario")[0].workload.load == 1.0
+    v2.close()
+
+
+def test_suite_training_then_scoring_on_the_test_split(tmp_path):
+    cfg = load_config(_cfg(tmp_path))
+    train(cfg, tmp_path / "run", progress_bar=False)
+    suite, path = load_suite("tiny")
+    inst = next(i for i in instances(suite, path) if i.key == "tiny@2x")
+    _, sc, seed = inst.runs("test")[0]
+    m = run_learned(f"maskableppo:{tmp_path / 'run' / 'model.zip'}", sc, seed).summary()
+    assert m["jobs_unfinished"] == 0
+
+
+@pytest.mark.parametrize("patch, key", [
+    ({"suite": {"name": "tiny", "instance": "tiny@3x"}}, "suite.instance"),
+    ({"suite": {"name": "nosuch", "instance": "tiny@2x"}}, "suite.instance"),
+    ({"seed": 999}, "seed"),  # env 1 would reset first with the test seed 1000
+    ({"eval_every": 64}, "eval_every"),
+])
+def test_bad_suite_specs_name_the_key(tmp_path, patch, key):
+    with pytest.raises(ConfigError, match=key):
+        load_config(_cfg(tmp_path, **patch))
+
+
+def test_shape_choices_plot_shares_sum_to_one_per_state_bin():
+    from dlclusterenv.plots import shape_choices
+
+    recs = [{"waiting": w, "free_gpus": g, "shape": s}
+            for w, g, s in [(0, 60, 2), (1, 50, 2), (3, 20, 1), (12, 8, 0), (30, 2, 0), (30, 2, 1)]]
+    fig = shape_choices(recs, [(1, 1), (1, 2), (8, 8)])
+    for ax in fig.axes[:2]:
+        heights: dict[float, float] = {}
+        for bar in ax.patches:
+            heights[bar.get_x()] = heights.get(bar.get_x(), 0.0) + bar.get_height()
+        assert len(heights) >= 3 and all(h == pytest.approx(1.0) for h in heights.values())
+    # waiting 30 (two decisions, two shapes): half 1x1, half 1x2
+    last = [b for b in fig.axes[0].patches if b.get_x() == max(p.get_x() for p in fig.axes[0].patches)]
+    assert sorted(round(b.get_height(), 3) for b in last) == [0.0, 0.5, 0.5]
