@@ -366,17 +366,18 @@ class Pollux(Scheduler):
         spots = list(dict.fromkeys(nodes))
         out = []
         for k in range(want):
-            order = spots[k % len(spots):] + spots[: k % len(spots)]
-            ok = [n for n in order if cap.fits(job.ps_demand)[n]]
-            if not ok:
-                free = np.flatnonzero(cap.fits(job.ps_demand))
+            fits = cap.fits(job.ps_demand)  # once per PS: only its own take changes it
+            i = k % len(spots)
+            n = next((n for n in spots[i:] + spots[:i] if fits[n]), None)
+            if n is None:
+                free = np.flatnonzero(fits)
                 if not len(free):
-                    for n in out:
-                        cap.take(n, job.ps_demand, -1)
+                    for m in out:
+                        cap.take(m, job.ps_demand, -1)
                     return None
-                ok = [int(free[0])]
-            cap.take(ok[0], job.ps_demand)
-            out.append(ok[0])
+                n = int(free[0])
+            cap.take(n, job.ps_demand)
+            out.append(n)
         return tuple(out)
 
 
