@@ -41,6 +41,7 @@ from .config import (
     ModelSpec,
     ModelZoo,
     _Strict,
+    file_stamp,
     load_cached,
     load_zoo,
     read_yaml,
@@ -224,11 +225,7 @@ def load_trace_window(t: TraceWindow, where: str) -> TraceSet:
     policy of an evaluation replays the same rows (and a forked worker inherits them). A window
     that does not fit the file (an unknown vc) is a ConfigError naming the key."""
     path = data_path(t.path)
-    try:
-        st = path.stat()
-        stamp = (st.st_mtime_ns, st.st_size)
-    except OSError:
-        stamp = (0, 0)  # the loader reports the missing file; failures are not cached
+    stamp = file_stamp(path) or (0, 0)  # the loader reports a missing file; failures are not cached
     try:
         return _cached_trace(path, stamp, t)
     except TraceError:
