@@ -86,6 +86,11 @@ class PhiTable:
     phi: tuple[float, ...]
     local_batch: int
 
+    @classmethod
+    def of(cls, meas: Measured, local_batch: int) -> "PhiTable":
+        """The measured table `meas` for a job whose local batch is `local_batch`."""
+        return cls(tuple(s for s, _ in meas.phi), tuple(p for _, p in meas.phi), local_batch)
+
     def efficiency(self, bucket: int, workers: int) -> float:
         """E(M) of Pollux Eq. 7 with M0 = the local batch and M = workers x local batch."""
         b, phi = self.local_batch, self.phi[bucket]
@@ -129,8 +134,7 @@ class PGNS(Efficiency):
                 f"{self.where}: models: no entry for zoo model {model_name!r}, which `efficiency: pgns` "
                 f"needs (map it to one of the measured models {sorted(self.config.measured)}, or use "
                 f"`efficiency: none`)")
-        meas = self.config.measured[m.measured]
-        return PhiTable(tuple(s for s, _ in meas.phi), tuple(p for _, p in meas.phi), m.local_batch)
+        return PhiTable.of(self.config.measured[m.measured], m.local_batch)
 
 
 @functools.lru_cache(maxsize=4)
@@ -151,7 +155,7 @@ def make(kind: Literal["none", "pgns"] | str) -> Efficiency:
 def predicted_ratio(meas: Measured, batch: int, fit_batch: int, upto: float = 1.0) -> float:
     """Samples a run at `batch` needs over a run at `fit_batch` for the same work [0, upto], by the
     table alone: the engine's prediction that `dlcluster fidelity` scores."""
-    table = PhiTable(tuple(s for s, _ in meas.phi), tuple(p for _, p in meas.phi), meas.m0)
+    table = PhiTable.of(meas, meas.m0)
     # samples per unit of work at batch B = M0 / E(B), E with M = B: workers = B / M0
     return table.mean_inverse(batch / meas.m0, upto) / table.mean_inverse(fit_batch / meas.m0, upto)
 
