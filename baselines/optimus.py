@@ -773,11 +773,7 @@ class Optimus(Scheduler):
         if not movable:
             return Decision()
         c = view.cluster
-        cap = Capacity.of(view)  # what is free plus what the movable jobs hold now
-        for j in movable:
-            for t in j.tasks:
-                if t.node >= 0:
-                    cap.take(t.node, t.demand, -1)
+        cap = Capacity.without(view, movable)  # what is free plus what the movable jobs hold now
         jobs = [self._alloc_job(view, j) for j in movable]
         plan = allocate(jobs, c, cap, cluster_totals(c), self.fast)
         d = Decision()

@@ -282,11 +282,7 @@ class Pollux(Scheduler):
         if not jobs:
             return Decision()
         c = view.cluster
-        cap = Capacity.of(view)  # free + what every active job holds: all are re-allocated
-        for j in jobs:
-            for t in j.tasks:
-                if t.node >= 0:
-                    cap.take(t.node, t.demand, -1)
+        cap = Capacity.without(view, jobs)  # free + what every active job holds: all are re-allocated
         room = np.stack([cap.cpu, cap.mem, cap.bw, cap.gpu.astype(float)], axis=1)
         need = np.array([_need(j) for j in jobs])
         caps = np.array([self.cap(j) for j in jobs])

@@ -38,6 +38,17 @@ class Capacity:
             view.free_gpus.astype(np.int64),
         )
 
+    @classmethod
+    def without(cls, view: ClusterView, jobs) -> "Capacity":
+        """What is free plus what `jobs` (JobViews) hold now: the room of a planner that may move
+        them all."""
+        cap = cls.of(view)
+        for j in jobs:
+            for t in j.tasks:
+                if t.node >= 0:
+                    cap.take(t.node, t.demand, -1)
+        return cap
+
     def fits(self, d: Demand) -> np.ndarray:
         eps = 1e-9
         return (
