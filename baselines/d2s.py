@@ -304,9 +304,8 @@ def joint_worker_cost(
         return tt_in + (exb / band[:, 0])[None, :], 0
     ex_t = exb / band[cands]  # ex[:, cands].T, (candidates, nodes): band is symmetric (`bandwidth`)
     # the worker slots left on each candidate r once the PS takes its share of r
-    d = job.ps_demand
-    one = Capacity(use.cpu[cands] - d.cpu, use.mem[cands] - d.mem_gb, use.bw[cands] - d.bw_MBps * 1e6,
-                   use.gpu[cands] - d.gpu)
+    one = Capacity(use.cpu[cands], use.mem[cands], use.bw[cands], use.gpu[cands])  # copies (fancy indexing)
+    one.take(slice(None), job.ps_demand)  # on every candidate at once
     left_r = slots(one, job.worker_demand)
     best, best_k = np.inf, 0
     for k, total in enumerate(_greedy_totals(tt_in, ex_t, w_free, cands, left_r)):

@@ -69,7 +69,7 @@ class Capacity:
         free = np.stack([self.cpu + 1e-9, self.mem + 1e-9, self.bw + 1e-3, self.gpu.astype(float)])
         return (free[None, :, :] >= need[:, :, None]).all(axis=1)
 
-    def take(self, node: int, d: Demand, sign: int = 1) -> None:
+    def take(self, node: int | slice, d: Demand, sign: int = 1) -> None:
         self.cpu[node] -= sign * d.cpu
         self.mem[node] -= sign * d.mem_gb
         self.bw[node] -= sign * d.bw_MBps * 1e6
