@@ -20,13 +20,13 @@ piece: `none` (default, the engine as before) or `pgns`.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .config import CONFIG_DIR, ConfigError, ModelSpec, _Strict, read_yaml, validate
+from .config import CONFIG_DIR, ConfigError, ModelSpec, _Strict, load_cached, read_yaml, validate
 
 EFFICIENCY_FILE = CONFIG_DIR / "efficiency.yaml"
 
@@ -137,9 +137,13 @@ class PGNS(Efficiency):
         return PhiTable.of(self.config.measured[m.measured], m.local_batch)
 
 
-@functools.lru_cache(maxsize=4)
 def load_config(path=EFFICIENCY_FILE) -> EfficiencyConfig:
-    """The validated config (read once per process: every episode of an env uses it)."""
+    """The validated config, parsed once per file version (config.load_cached): every episode of an
+    env uses it."""
+    return load_cached(path, _parse_config)
+
+
+def _parse_config(path: Path) -> EfficiencyConfig:
     return validate(EfficiencyConfig, read_yaml(path), path)
 
 
