@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 from pydantic import Field, model_validator
 
 from .config import CONFIG_DIR, ConfigError, ModelSpec, _Strict, load_cached, read_yaml, validate
@@ -184,14 +185,10 @@ def fidelity_report(config: EfficiencyConfig | None = None) -> dict:
     for key in ("whole", "target"):
         errs = sorted(abs(r[key]["rel_err"]) for r in rows.values())
         none = sorted(abs(r[key]["none_rel_err"]) for r in rows.values())
-        summary[key] = {"median_abs_rel_err": _median(errs), "none_median_abs_rel_err": _median(none),
+        summary[key] = {"median_abs_rel_err": float(np.median(errs)),
+                        "none_median_abs_rel_err": float(np.median(none)),
                         "max_abs_rel_err": errs[-1], "none_max_abs_rel_err": none[-1]}
     return {"models": rows, "summary": summary}
-
-
-def _median(xs: list[float]) -> float:
-    n = len(xs)
-    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
 
 
 __all__ = ["Efficiency", "EfficiencyConfig", "PGNS", "PhiTable", "load_config", "fidelity_report", "make",
