@@ -333,10 +333,10 @@ class Pollux(Scheduler):
             if kept[i] or not (row.any() or base[i].any()):
                 continue
             nodes = tuple(int(n) for n in np.repeat(np.arange(len(row)), row))
-            ps = () if not nodes else _take_workers(cap, j, row) and (
-                self._place_ps(j, nodes, cap) if j.comm == "ps" else ())
-            if not nodes or ps is None or ps is False:  # no GPUs, or its tasks do not fit: it waits
-                if ps is None:
+            fits = bool(nodes) and _take_workers(cap, j, row)
+            ps = (self._place_ps(j, nodes, cap) if j.comm == "ps" else ()) if fits else None
+            if ps is None:  # no GPUs, or its tasks do not fit: it waits
+                if fits:  # its workers were charged, its PS did not fit
                     _take_workers(cap, j, -row)
                 if j.status == "running":
                     d.preempt.append(j.job_id)
