@@ -799,8 +799,10 @@ class Simulator:
 
     def projected_cross_node_bytes(self) -> float:
         """Cross-node bytes the placed tasks of active jobs will still move if nothing changes:
-        per-step bytes among placed tasks x true remaining steps (a potential for reward shaping;
-        uses the engine's truth, which a reward may, and an observation may not)."""
+        bytes per local batch among placed tasks x the local batches still to process
+        (`Job.raw_remaining`: the remaining steps over the statistical efficiency, if any). A
+        potential for reward shaping; uses the engine's truth, which a reward may, and an
+        observation may not."""
         total = 0.0
         for job in self._active:
             if job.proj is None:
@@ -815,8 +817,9 @@ class Simulator:
         return total
 
     def projected_job_seconds(self) -> float:
-        """Seconds the running jobs still need, summed: remaining steps at the current speed (a
-        paused job: its pause, then the speed its placement has alone). Each running job adds
+        """Seconds the running jobs still need, summed: the local batches still to process
+        (`Job.raw_remaining`) at the current speed (a paused job: its pause, then the speed its
+        placement has alone). Each running job adds
         that much to the total JCT if nothing changes, so it is the JCT reward's potential for
         shaping; uses the engine's truth, which a reward may, and an observation may not."""
         speed = self.rates().speed
