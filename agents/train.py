@@ -260,6 +260,8 @@ class TrainConfig(_Strict):
             if self.eval_every:
                 raise _KeyError("eval_every", self.eval_every, "with suite, evaluate with "
                                 "`dlcluster benchmark` on the test split, not during training")
+            if self.vec == "batched":
+                raise _KeyError("vec", self.vec, "batched runs one scenario; with suite use dummy or subproc")
         return self
 
 
@@ -303,8 +305,6 @@ def make_vec(cfg: TrainConfig, seed: int):
 
     vec_cls = SubprocVecEnv if cfg.vec == "subproc" else DummyVecEnv
     if cfg.suite is not None:  # env i on train run i mod len(runs); reset seeds as make_vec_env's
-        if cfg.vec == "batched":
-            raise ConfigError("vec: batched runs one scenario; with suite use dummy or subproc")
         runs = cfg.suite.train_runs()
         fns = [partial(_env, cfg.env.id, {**cfg.env.kwargs, "scenario": runs[i % len(runs)][0]})
                for i in range(cfg.n_envs)]
