@@ -123,8 +123,8 @@ class PGNS(Efficiency):
 
     name = "pgns"
 
-    def __init__(self, config: EfficiencyConfig, where: str = str(EFFICIENCY_FILE)):
-        self.config, self.where = config, where
+    def __init__(self, config: EfficiencyConfig):
+        self.config = config
 
     def table(self, model_name: str, model: ModelSpec) -> PhiTable | None:
         if not model.sync:
@@ -132,7 +132,7 @@ class PGNS(Efficiency):
         m = self.config.models.get(model_name)
         if m is None:
             raise ConfigError(
-                f"{self.where}: models: no entry for zoo model {model_name!r}, which `efficiency: pgns` "
+                f"{EFFICIENCY_FILE}: models: no entry for zoo model {model_name!r}, which `efficiency: pgns` "
                 f"needs (map it to one of the measured models {sorted(self.config.measured)}, or use "
                 f"`efficiency: none`)")
         return PhiTable.of(self.config.measured[m.measured], m.local_batch)
