@@ -52,7 +52,7 @@ import numpy as np
 
 import baselines
 from dlclusterenv import Decision, build, make_sim
-from dlclusterenv.jobs import JobSpec
+from dlclusterenv.jobs import Job, JobSpec
 from dlclusterenv.sim import Simulator
 
 from . import Claim, pct
@@ -75,17 +75,23 @@ FIG1 = {
 }
 
 
+def _alone(cluster, zoo, spec: JobSpec, place: dict[str, int], seed: int) -> Job:
+    """The job `spec` alone on the testbed with its tasks placed at `place` (task -> node), run to
+    the end."""
+    sim = Simulator(cluster, [spec], zoo, seed=seed)
+    sim.apply(Decision(place={f"{spec.job_id}/{t}": n for t, n in place.items()}))
+    while not sim.done:
+        sim.advance()
+    return sim.jobs[spec.job_id]
+
+
 def fig1(model: str, seed: int = 0) -> dict[str, dict]:
     """One job of `model` (2 PS + 3 workers) alone on the testbed in each placement of Fig. 1, run
     to the end: training time, outgoing cross-node MB/s per node, and their sum (Fig. 3 (b))."""
-    sc, cluster, zoo, _ = build("dltap", seed)
+    _, cluster, zoo, _ = build("dltap", seed)
     out = {}
     for name, where in FIG1.items():
-        sim = Simulator(cluster, [JobSpec("j", model, 0.0, 2, 3)], zoo, seed=seed)
-        sim.apply(Decision(place={f"j/{t}": n for t, n in where.items()}))
-        while not sim.done:
-            sim.advance()
-        job = sim.jobs["j"]
+        job = _alone(cluster, zoo, JobSpec("j", model, 0.0, 2, 3), where, seed)
         # outgoing bytes per node: each split worker-PS pair sends the same share of the
         # parameters each way (the worker's gradients out of its node, the PS's parameters out of
         # its own), so a node's part of the job's cross-node bytes is its share of split-pair
@@ -109,17 +115,11 @@ def fig3a(model: str = "FCN-8", seed: int = 0) -> dict[str, float]:
     Throughput = bytes the pair exchanges (push + pull of the parameters, once per
     `exchange_every` steps) over the run time; cross-node these are exactly the bytes the engine
     counts through the NICs, inner-node they stay on the host, as the paper says."""
-    sc, cluster, zoo, _ = build("dltap", seed)
-    spec = zoo.models[model]
+    _, cluster, zoo, _ = build("dltap", seed)
     out = {}
     for name, worker_node in (("cross-node", 1), ("inner-node", 0)):
-        job_spec = JobSpec("j", model, 0.0, 1, 1)
-        sim = Simulator(cluster, [job_spec], zoo, seed=seed)
-        sim.apply(Decision(place={"j/ps0": 0, "j/w0": worker_node}))
-        while not sim.done:
-            sim.advance()
-        job = sim.jobs["j"]
-        exchanged = 2.0 * spec.param_bytes * job.steps_done / job.spec.exchange_every
+        job = _alone(cluster, zoo, JobSpec("j", model, 0.0, 1, 1), {"ps0": 0, "w0": worker_node}, seed)
+        exchanged = 2.0 * job.model.param_bytes * job.steps_done / job.spec.exchange_every
         out[name] = exchanged / job.finish_s / 1e6
         out[f"{name} NIC"] = job.bytes_cross_node / job.finish_s / 1e6
     return out
