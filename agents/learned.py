@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 
@@ -113,11 +114,17 @@ def episode(model, env: gym.Env, seed: int, masked: bool) -> Metrics:
             )
 
 
-def run_learned(spec: str, scenario: str, seed: int) -> Metrics:
-    """`ppo:PATH` / `maskableppo:PATH` on a scenario and seed -> the same Metrics as a baseline."""
+def load_learned(spec: str, scenario) -> tuple[str, Any, gym.Env]:
+    """`ppo:PATH` / `maskableppo:PATH` -> (algo, model, its env on `scenario`), the model fitted to
+    the env's spaces."""
     algo, path, cfg = parse_spec(spec)
     env = env_for(cfg, scenario)
-    model = fit_spaces(algo_class(algo).load(path, device="cpu"), env)
+    return algo, fit_spaces(algo_class(algo).load(path, device="cpu"), env), env
+
+
+def run_learned(spec: str, scenario: str, seed: int) -> Metrics:
+    """`ppo:PATH` / `maskableppo:PATH` on a scenario and seed -> the same Metrics as a baseline."""
+    algo, model, env = load_learned(spec, scenario)
     return episode(model, env, seed, masked=algo == "maskable_ppo")
 
 

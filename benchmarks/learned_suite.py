@@ -34,8 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.learned import env_for, fit_spaces, parse_spec
-from agents.train import algo_class
+from agents.learned import load_learned, parse_spec
 from dlclusterenv.benchmark import Task, instances, load_suite, plan, run_task, score
 from dlclusterenv.metrics import ci95
 
@@ -64,9 +63,7 @@ def cached_execute(tasks: list[Task], cache: Path) -> list[dict]:
 def decisions(spec: str, scenario, seed: int) -> list[dict]:
     """The learned policy's shape decisions on one run: jobs waiting (including the one sized)
     and free GPUs as its observation showed them, and the shape index chosen."""
-    algo, path, cfg = parse_spec(spec)
-    env = env_for(cfg, scenario)
-    model = fit_spaces(algo_class(algo).load(path, device="cpu"), env)
+    _, model, env = load_learned(spec, scenario)
     u = env.unwrapped
     obs, _ = env.reset(seed=seed)
     out = []
