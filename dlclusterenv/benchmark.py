@@ -27,10 +27,23 @@ run writes its decision log (`logs/*.jsonl`: a header with the scenario and seed
 decision point, the metrics last) that `dlcluster benchmark --validate LOG` replays; your own
 schedulers are scheduler runs like the baselines. Learned policies act through an env, not the
 Scheduler API, so their runs have no decision log.
+
+`--resume` reuses the rows of `runs.csv` already in `--out` whose key matches a planned run: (instance,
+split, window, policy, seed) and the `fingerprint` column, a hash of `evaluate.run_key` of the run's
+scenario (every field as it resolves, and a trace file's size and mtime). A run is a pure function of
+its policy, scenario and seed, so the fingerprint covers every suite-entry field that changes a run
+(load, window, ps_fraction, efficiency, the scenario file); an entry change that changes no run (a
+heuristic added, a train seed) keeps the other runs. A scheduler run is reused only with its decision
+log present, so `--validate` still covers every run. A runs.csv written before the fingerprint column
+existed: a scheduler row is reused if its decision log's header scenario is the planned one and the
+log was written after the trace file's last modification (the log records no trace stamp); a learned
+row without a fingerprint is rerun. Reused rows keep their `wall_s`.
 """
 
 from __future__ import annotations
 
+import csv
+import hashlib
 import json
 import math
 import sys
@@ -46,7 +59,7 @@ from pydantic import Field, StrictInt, model_validator
 from . import schedulers
 from .api import Decision, Scheduler
 from .config import ConfigError, _Strict, read_yaml, resolve, validate
-from .evaluate import atomic_write, pool_run, resolve_policies, write_csv
+from .evaluate import atomic_write, pool_run, resolve_policies, run_key, write_csv
 from .traces import data_path
 from .workload import Scenario, load_scenario
 
@@ -327,7 +340,13 @@ def run_task(task: Task) -> dict:
         text = "".join(json.dumps(x) + "\n" for x in lines)
         atomic_write(path, lambda tmp: tmp.write_text(text))  # a killed run leaves no half log
     return {"instance": task.instance, "split": task.split, "window": task.window, "policy": task.policy,
-            "seed": task.seed, **summary, "wall_s": time.perf_counter() - t0}
+            "seed": task.seed, **summary, "wall_s": time.perf_counter() - t0,
+            "fingerprint": fingerprint(task.scenario)}
+
+
+def fingerprint(sc: Scenario) -> str:
+    """A short hash of `evaluate.run_key(sc)`: what a saved run must match to be resumed."""
+    return hashlib.sha256(run_key(sc).encode()).hexdigest()[:16]
 
 
 def plan(suite: Suite, insts: list[Instance], out: Path, extra: list[str] = ()) -> list[Task]:
@@ -348,18 +367,70 @@ def plan(suite: Suite, insts: list[Instance], out: Path, extra: list[str] = ()) 
     return tasks
 
 
-def execute(tasks: list[Task], workers: int = 1, progress: bool = True) -> list[dict]:
+def execute(tasks: list[Task], workers: int = 1, progress: bool = True,
+            done: dict[int, dict] | None = None) -> list[dict]:
     """Every task, rows in plan order (each run is a pure function of its task, so the rows do not
     depend on `workers`), through evaluate's process pool: a failed run, Ctrl-C or SIGTERM stops
-    the workers, and none outlives the command."""
+    the workers, and none outlives the command. `done`: rows already run, by task index."""
     from tqdm import tqdm
 
-    rows: list[dict] = [{} for _ in tasks]
-    with tqdm(total=len(tasks), desc="runs", unit="run", file=sys.stderr, disable=not progress) as bar:
-        for i, r in pool_run(run_task, [(t,) for t in tasks], workers):
-            rows[i] = r
+    done = done or {}
+    rows: list[dict] = [done.get(i, {}) for i in range(len(tasks))]
+    todo = [i for i in range(len(tasks)) if i not in done]
+    with tqdm(total=len(todo), desc="runs", unit="run", file=sys.stderr, disable=not progress) as bar:
+        for j, r in pool_run(run_task, [(tasks[i],) for i in todo], workers):
+            rows[todo[j]] = r
             bar.update()
     return rows
+
+
+def _cell(text: str):
+    """A runs.csv cell as run_task wrote it: int, float (repr round-trips), bool, None or str."""
+    if text == "":
+        return None
+    if text in ("True", "False"):
+        return text == "True"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _legacy_match(task: Task) -> bool:
+    """A row from a runs.csv without fingerprints: its decision log's header scenario is the task's
+    and the log is newer than the trace file (see the module docstring)."""
+    if task.log is None or not Path(task.log).exists():
+        return False
+    with open(task.log) as f:
+        head = json.loads(f.readline()).get("header", {})
+    if head.get("scenario") != json.loads(json.dumps(task.scenario.model_dump())):  # as run_task wrote it
+        return False
+    t = task.scenario.workload.trace
+    return t is None or data_path(t.path).stat().st_mtime_ns <= Path(task.log).stat().st_mtime_ns
+
+
+def reusable(tasks: list[Task], out: Path) -> dict[int, dict]:
+    """The rows of `out/runs.csv` that match a task (by index), see the module docstring."""
+    path = out / "runs.csv"
+    if not path.exists():
+        return {}
+    with open(path, newline="") as f:
+        saved = {(r["instance"], r["split"], _cell(r["window"]), r["policy"], int(r["seed"])): r
+                 for r in csv.DictReader(f)}
+    done = {}
+    for i, t in enumerate(tasks):
+        r = saved.get((t.instance, t.split, t.window, t.policy, t.seed))
+        if r is None or (t.log is not None and not Path(t.log).exists()):
+            continue
+        fp = fingerprint(t.scenario)
+        if r.get("fingerprint") == fp or ("fingerprint" not in r and _legacy_match(t)):
+            row = {k: _cell(v) for k, v in r.items() if k != "fingerprint"}
+            row.update(instance=t.instance, split=t.split, window=t.window, policy=t.policy, seed=t.seed,
+                       fingerprint=fp)
+            done[i] = row
+    return done
 
 
 # ----------------------------------------------------------------------------- scoring
@@ -442,7 +513,7 @@ def board_table(res: dict, suite: Suite) -> str:
 
 
 def run_suite(name: str, out: Path, *, workers: int = 1, extra: list[str] = (), progress: bool = True,
-              say=print) -> dict:
+              say=print, resume: bool = False) -> dict:
     suite, path = load_suite(name)
     insts = instances(suite, path, say)
     if not insts:
@@ -450,22 +521,25 @@ def run_suite(name: str, out: Path, *, workers: int = 1, extra: list[str] = (), 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tasks = plan(suite, insts, out, extra)
+    done = reusable(tasks, out) if resume else {}
+    if resume:
+        say(f"--resume: {len(done)} of {len(tasks)} runs reused from {out / 'runs.csv'}, {len(tasks) - len(done)} to run")
     t0 = time.perf_counter()
-    rows = execute(tasks, workers, progress)
+    rows = execute(tasks, workers, progress, done)
     wall = time.perf_counter() - t0
     res = score(suite, insts, rows, extra)
     write_csv(out / "runs.csv", rows)
     write_csv(out / "leaderboard.csv", res["board"])
     write_csv(out / "check.csv", res["check"])
     (out / "suite.json").write_text(json.dumps({"suite": suite.name, "version": suite.version,
-                                                "runs": len(tasks), "wall_s": wall,
+                                                "runs": len(tasks), "reused": len(done), "wall_s": wall,
                                                 "geomean": res["geomean"]}, indent=1))
-    res.update(suite=suite, wall_s=wall, runs=len(tasks))
+    res.update(suite=suite, wall_s=wall, runs=len(tasks), reused=len(done))
     return res
 
 
 def cli(suite: str, out: str | None, check: bool, validate_path: str | None, workers: int,
-        policies: str | None) -> int:
+        policies: str | None, resume: bool = False) -> int:
     if validate_path:
         p = Path(validate_path)
         logs = sorted(p.rglob("*.jsonl")) if p.is_dir() else [p]
@@ -491,9 +565,10 @@ def cli(suite: str, out: str | None, check: bool, validate_path: str | None, wor
               file=sys.stderr)
         return 2
     res = run_suite(suite, Path(out or f"runs/benchmark/{Path(suite).stem}"), workers=workers, extra=extra,
-                    say=lambda m: print(m, file=sys.stderr))
+                    say=lambda m: print(m, file=sys.stderr), resume=resume)
     s = res["suite"]
-    print(f"suite {s.name} (version {s.version}): {len(res['check'])} instances, {res['runs']} runs, {res['wall_s']:.0f} s")
+    print(f"suite {s.name} (version {s.version}): {len(res['check'])} instances, {res['runs']} runs "
+          f"({res['reused']} reused), {res['wall_s']:.0f} s")
     print(check_table(res, s))
     if not check:
         print()

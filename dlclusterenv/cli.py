@@ -5,7 +5,7 @@
     dlcluster list policies|scenarios|envs
     dlcluster fidelity [pollux FILE --params N --gpu-type T4 --comm allreduce | gavel-pairs FILE] [--json OUT]
     dlcluster train --config configs/agents/smoke.yaml --out runs/smoke [--resume runs/smoke]
-    dlcluster benchmark [SUITE] [--check] [--validate LOG] [--policies SPEC,...]
+    dlcluster benchmark [SUITE] [--check] [--validate LOG] [--policies SPEC,...] [--resume]
 """
 
 from __future__ import annotations
@@ -165,6 +165,8 @@ def _parser() -> argparse.ArgumentParser:
                     "path/file.py:Class, an entry point), scored on the test split")
     bm.add_argument("--out", help="default runs/benchmark/SUITE")
     bm.add_argument("--workers", type=int, default=1, help="processes (0: one per core)")
+    bm.add_argument("--resume", action="store_true",
+                    help="reuse the runs of --out/runs.csv whose key and scenario fingerprint match; run the rest")
     return ap
 
 
@@ -204,7 +206,7 @@ def _main(argv: list[str] | None) -> int:
         elif a.cmd == "benchmark":
             from .benchmark import cli
 
-            return cli(a.suite, a.out, a.check, a.validate, a.workers, a.policies)
+            return cli(a.suite, a.out, a.check, a.validate, a.workers, a.policies, a.resume)
         elif a.cmd == "train":
             from agents.train import train_cli
 

@@ -13,7 +13,8 @@ import yaml
 from baselines.fixed import FixedShape, parse
 from dlclusterenv import make_sim
 from dlclusterenv.benchmark import (
-    Qualify, ValidationError, instances, load_suite, plan, run_suite, run_task, score, validate_log,
+    Qualify, ValidationError, fingerprint, instances, load_suite, plan, reusable, run_suite, run_task, score,
+    validate_log,
 )
 from dlclusterenv.cli import main
 from dlclusterenv.config import CONFIG_DIR, ConfigError
@@ -79,6 +80,7 @@ def test_v3_is_v2_with_statistical_efficiency_on_trace_and_default_instances():
         want = "pgns" if key.split("@")[0] in ("philly-6c71a0-nov", "philly-103959-oct", "default") else "none"
         assert sc.efficiency == want and sc2.efficiency == "none"
         assert sc.model_copy(update={"efficiency": "none"}) == sc2 and seed == seed2
+    assert v3.heuristics == sorted([*v2.heuristics, "pollux"])  # the goodput-aware peer of Optimus
 
 
 def test_entry_efficiency_reaches_the_run_and_its_log_replays(tmp_path):
@@ -386,3 +388,90 @@ def test_fixed_8x8_consolidate_is_learned_schedulers_old_rule(seed):
     assert a == b
     src = (Path(__file__).parents[1] / "benchmarks" / "learned_scheduler.py").read_text()
     assert 'FixedShape(8, 8, "consolidate")' in src and "class FixedShape" not in src
+
+
+# ----------------------------------------------------------------------------- --resume
+def _csv(path: Path, drop=("wall_s",)) -> list[dict]:
+    import csv
+
+    return [{k: v for k, v in r.items() if k not in drop} for r in csv.DictReader(open(path))]
+
+
+def _quiet(m):
+    return None
+
+
+def test_resume_computes_only_the_missing_runs_and_equals_a_fresh_run(tmp_path, tiny_run):
+    """A run of the suite without `tetris`, resumed with the whole suite, runs tetris alone and
+    writes the CSVs of an uninterrupted run (wall times aside)."""
+    fresh, _ = tiny_run
+    out = tmp_path / "out"
+    run_suite(_suite_file(tmp_path, heuristics=["fifo", "optimus"]), out, progress=False, say=_quiet)
+    said = []
+    res = run_suite("tiny", out, progress=False, say=said.append, resume=True)
+    tetris = [t for t in plan(*_tiny_plan_args(out)) if t.policy == "tetris"]
+    assert res["reused"] == res["runs"] - len(tetris) > 0 and "to run" in said[-1]
+    for name in ("runs.csv", "leaderboard.csv", "check.csv"):
+        assert _csv(out / name) == _csv(fresh / name), name
+    assert len(list((out / "logs").rglob("*.jsonl"))) == len(list((fresh / "logs").rglob("*.jsonl")))
+    again = run_suite("tiny", out, progress=False, say=_quiet, resume=True)
+    assert again["reused"] == again["runs"]  # nothing left to run
+
+
+def _tiny_plan_args(out):
+    suite, path = load_suite("tiny")
+    return suite, instances(suite, path, _quiet), out
+
+
+@pytest.mark.parametrize("change", [{"scenarios.0.ps_fraction": 0.25}, {"scenarios.0.loads": [1.5, 2.5]}])
+def test_resume_does_not_reuse_runs_of_a_changed_entry(tmp_path, tiny_run, change):
+    """A changed entry field that changes the runs (mix, load) reuses nothing of that entry."""
+    fresh, _ = tiny_run
+    out = tmp_path / "out"
+    import shutil
+
+    shutil.copytree(fresh, out)
+    suite, path = load_suite(_suite_file(tmp_path, **change))
+    assert reusable(plan(suite, instances(suite, path, _quiet), out), out) == {}
+    same, spath = load_suite(_suite_file(tmp_path, **{"scenarios.0.train.seeds": [0, 1, 2]}))
+    tasks = plan(same, instances(same, spath, _quiet), out)
+    done = reusable(tasks, out)  # a new train seed changes no existing run: the others are kept
+    assert sorted(tasks[i].seed for i in range(len(tasks)) if i not in done) == [2] * (4 * 2)
+
+
+def test_resume_needs_the_decision_log_and_reads_old_runs_csv_through_it(tmp_path, tiny_run):
+    """A scheduler row whose log is gone is rerun; a runs.csv without the fingerprint column (written
+    before it existed) is matched through the log header's scenario."""
+    import shutil
+
+    fresh, _ = tiny_run
+    out = tmp_path / "out"
+    shutil.copytree(fresh, out)
+    suite, insts, _ = _tiny_plan_args(out)
+    tasks = plan(suite, insts, out)
+    Path(tasks[0].log).unlink()
+    assert sorted(reusable(tasks, out)) == list(range(1, len(tasks)))
+    rows = _csv(out / "runs.csv", drop=("fingerprint",))
+    import csv
+
+    with open(out / "runs.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    done = reusable(tasks, out)
+    assert sorted(done) == list(range(1, len(tasks)))
+    assert {k: "" if v is None else str(v) for k, v in done[1].items() if k != "fingerprint"} == rows[1]
+    assert done[1]["fingerprint"] == fingerprint(tasks[1].scenario)
+    other = tasks[1].scenario.model_copy(update={"name": "other"})
+    moved = [t if i != 1 else type(t)(**{**t.__dict__, "scenario": other}) for i, t in enumerate(tasks)]
+    assert 1 not in reusable(moved, out)  # the log's scenario is not the planned one
+
+
+def test_cli_resume_flag(tmp_path, capsys):
+    path = _suite_file(tmp_path, **{"heuristics": ["fifo"], "scenarios.0.loads": [2]})
+    assert main(["benchmark", str(path), "--out", str(tmp_path / "o"), "--check"]) == 0
+    assert "(0 reused)" in capsys.readouterr().out
+    assert main(["benchmark", str(path), "--out", str(tmp_path / "o"), "--check", "--resume"]) == 0
+    out = capsys.readouterr().out
+    n = int(out.split(" runs (")[0].rsplit(" ", 1)[1])
+    assert f"({n} reused)" in out
