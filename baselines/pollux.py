@@ -24,7 +24,8 @@ goodput.py, sched/adaptdl_sched/policy/pollux.py, cited as [ref]) was read, not 
 5. Re-allocation penalty (Sec. 4.2): the speedup of a job whose allocation changes is multiplied by
    (T_j - R_j delta) / (T_j + delta), T_j the job's age, R_j the re-allocations (changes after its
    first start, preemption included) this scheduler gave it so far, delta = `restart_delay_s` (30 s,
-   [ref] simulator/pollux.py). A pending job's first start is a change too, penalised with R = 0.
+   [ref] simulator/pollux.py). A pending job's first start is a change too, penalised with R = 0 at age
+   max(T_j, interval_s) (`_penalty`: rounds here also come at arrival, where T_j = 0).
 6. Interference avoidance (Sec. 4.2): at most one job spanning several nodes per node.
 7. Search (Sec. 4.2): a genetic algorithm over allocation matrices (jobs x nodes, workers per node):
    single-point crossover over jobs, mutation (reset a job to its current row, clear some entries,
@@ -312,8 +313,13 @@ class Pollux(Scheduler):
         return self._decision(view, jobs, base, pop[0], cap)
 
     def _penalty(self, view: ClusterView, job: JobView) -> float:
-        """(T_j - R_j delta) / (T_j + delta), floored at 0 (Sec. 4.2)."""
+        """(T_j - R_j delta) / (T_j + delta), floored at 0 (Sec. 4.2). A job never started is judged
+        at age max(T_j, interval_s): in [ref] rounds come every 60 s, so a job is first considered at
+        an age in (0, 60 s]; here rounds also come at its arrival, where T_j = 0 would zero its
+        speedup and, without a periodic tick, leave it waiting for ever (the D²S testbed)."""
         age, d = view.time - job.arrival_s, self.restart_delay_s
+        if job.status == "pending" and not self._restarts[job.job_id]:
+            age = max(age, self.interval_s)
         if age + d <= 0:
             return 1.0
         return max(age - self._restarts[job.job_id] * d, 0.0) / (age + d)

@@ -65,7 +65,7 @@ def test_restart_penalty_changes_the_decision():
     assert light[:, 0].tolist() == [3, 1] and heavy[:, 0].tolist() == [2, 2]
     # the penalty factor (T - R delta) / (T + delta) itself
     pol = Pollux(restart_delay_s=30.0)
-    job = type("J", (), {"arrival_s": 0.0, "job_id": "x"})()
+    job = type("J", (), {"arrival_s": 0.0, "job_id": "x", "status": "running"})()
     view = type("V", (), {"time": 90.0})()
     assert pol._penalty(view, job) == pytest.approx(90 / 120)
     pol._restarts["x"] = 2
@@ -180,3 +180,17 @@ def test_bad_parameters_name_the_field(kwargs, field):
 
 def test_registered():
     assert "pollux" in baselines.names() and not baselines.make("pollux").oracle
+
+
+def test_a_job_never_started_is_judged_at_least_one_round_old():
+    """At its arrival (age 0) a new job's speedup is not zeroed: it is judged at age interval_s,
+    as [ref]'s 60 s rounds first see a job at an age in (0, 60 s]; without this the D2S testbed
+    (every job at t = 0, no periodic tick) started nothing and left 15 of 15 jobs unfinished."""
+    pol = Pollux(restart_delay_s=30.0, interval_s=60.0)
+    job = type("J", (), {"arrival_s": 5.0, "job_id": "n", "status": "pending"})()
+    view = type("V", (), {"time": 5.0})()
+    assert pol._penalty(view, job) == pytest.approx(60 / 90)
+    pol._restarts["n"] = 1  # preempted once: judged at its real age
+    assert pol._penalty(view, job) == 0.0
+    summary = make_sim("d2s_ic", 0).run(baselines.make("pollux")).summary()
+    assert summary["jobs_unfinished"] == 0 and summary["jobs_finished"] == 15
