@@ -318,7 +318,7 @@ def run_key(sc: Scenario) -> str:
     t = sc.workload.trace
     if t is None:
         return key
-    path = data_path(t.path)
+    path = data_path(t.path).resolve()  # one file, one key, from whichever checkout it is read
     st = path.stat()
     return f"{key}\ntrace file {path}: {st.st_size} bytes, mtime_ns {st.st_mtime_ns}"
 

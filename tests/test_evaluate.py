@@ -233,6 +233,30 @@ def test_resume_refuses_runs_saved_before_the_trace_file_changed(tmp_path):
         evaluate(sc, ["fifo"], 1, out, workers=1, progress=False, resume=True)
 
 
+def test_resume_key_names_the_trace_file_not_the_checkout_path(tmp_path, monkeypatch):
+    """A relative trace path resolves against the repository root; two checkouts beside the same
+    data (`/work/a/../shared/x`, `/work/b/../shared/x`) must give one key, or `--resume` from a
+    second checkout would rerun every trace run."""
+    import shutil
+    from pathlib import Path
+
+    from dlclusterenv import traces
+    from dlclusterenv.evaluate import run_key
+    from dlclusterenv.workload import load_scenario
+
+    (tmp_path / "shared").mkdir()
+    shutil.copy(Path(__file__).parent / "data" / "philly_cluster_job_log.json", tmp_path / "shared" / "t.json")
+    sc, _ = load_scenario({"name": "replay", "cluster": "tiny",
+                        "workload": {"kind": "trace", "models": {"ResNet-50": 1},
+                                     "trace": {"path": "../shared/t.json", "format": "philly_json"}}})
+    keys = []
+    for checkout in ("a", "b"):
+        (tmp_path / checkout / "configs").mkdir(parents=True)
+        monkeypatch.setattr(traces, "CONFIG_DIR", tmp_path / checkout / "configs")
+        keys.append(run_key(sc))
+    assert keys[0] == keys[1] and str(tmp_path / "shared" / "t.json") in keys[0]
+
+
 def test_small_gpu_utilisation_is_not_printed_as_zero():
     from rich.console import Console
 
