@@ -67,26 +67,37 @@ def _earlier_then_long_evaluate(tmp_path: Path, *extra: str) -> tuple[Path, dict
     return out, previous, proc
 
 
+def _await_workers(proc: subprocess.Popen) -> None:
+    """Until the command and its two pool workers run (at most 120 s)."""
+    deadline = time.monotonic() + 120
+    while len(_group(proc.pid)) < 3:
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.monotonic() < deadline, "the workers did not start"
+        time.sleep(0.1)
+
+
+def _wait_gone(proc: subprocess.Popen) -> int:
+    """The killed command's exit code, after giving its process group 5 s to go."""
+    code = proc.wait(timeout=10)
+    deadline = time.monotonic() + 5
+    while _group(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return code
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_killed_evaluate_leaves_no_process_no_partial_files_and_refuses_a_second_run(tmp_path, sig, capsys):
     """Bugs 3 and 4: the pool workers of a killed evaluate ran on as orphans, and two evaluations
     into one --out left CSVs of one and plots of the other."""
     out, previous, proc = _earlier_then_long_evaluate(tmp_path)
     try:
-        deadline = time.monotonic() + 120
-        while len(_group(proc.pid)) < 3:  # the command and its two workers
-            assert proc.poll() is None, proc.stderr.read().decode()
-            assert time.monotonic() < deadline, "the workers did not start"
-            time.sleep(0.1)
+        _await_workers(proc)
         capsys.readouterr()
         assert main(["evaluate", "--scenario", "tiny", "--policies", "fifo", "--seeds", "1",
                      "--workers", "1", "--out", str(out)]) == 2
         assert f"--out {out}: another evaluation is writing there" in capsys.readouterr().err
         os.kill(proc.pid, sig)
-        code = proc.wait(timeout=10)
-        deadline = time.monotonic() + 5
-        while _group(proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        code = _wait_gone(proc)
         assert not _group(proc.pid), "processes of the killed evaluate are still running"
         assert code == (143 if sig == signal.SIGTERM else -signal.SIGKILL)  # SIGTERM: an exit that unwinds
     finally:
@@ -158,16 +169,9 @@ def test_killed_benchmark_stops_its_workers_and_leaves_whole_csvs(tmp_path, sig)
          "--out", str(out)],
         env=env, cwd=tmp_path, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 120
-        while len(_group(proc.pid)) < 3:  # the command and its two workers
-            assert proc.poll() is None, proc.stderr.read().decode()
-            assert time.monotonic() < deadline, "the workers did not start"
-            time.sleep(0.1)
+        _await_workers(proc)
         os.kill(proc.pid, sig)
-        code = proc.wait(timeout=10)
-        deadline = time.monotonic() + 5
-        while _group(proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        code = _wait_gone(proc)
         assert not _group(proc.pid), "processes of the killed benchmark are still running"
         assert code == (143 if sig == signal.SIGTERM else -signal.SIGKILL)
     finally:
