@@ -126,14 +126,9 @@ class Gavel(Scheduler):
             chosen[j.job_id] = types[k]
             free[k] -= scale[m]
         # preempt what is not chosen, move what changes type (a migration), place the new ones
-        cap = Capacity.of(view)
-        for j in jobs:
-            if j.status == "running" and chosen.get(j.job_id) != current[j.job_id]:
-                if j.job_id not in chosen:
-                    d.preempt.append(j.job_id)
-                for t in j.tasks:
-                    if t.node >= 0:
-                        cap.take(t.node, t.demand, -1)
+        moved = [j for j in jobs if j.status == "running" and chosen.get(j.job_id) != current[j.job_id]]
+        d.preempt += [j.job_id for j in moved if j.job_id not in chosen]
+        cap = Capacity.without(view, moved)
         for j in jobs:
             t = chosen.get(j.job_id)
             if t is None or (j.status == "running" and current[j.job_id] == t):
