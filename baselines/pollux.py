@@ -368,11 +368,10 @@ class Pollux(Scheduler):
         spots = list(dict.fromkeys(nodes))
         out = []
         for k in range(want):
-            fits = cap.fits(job.ps_demand)  # once per PS: only its own take changes it
             i = k % len(spots)
-            n = next((n for n in spots[i:] + spots[:i] if fits[n]), None)
-            if n is None:
-                free = np.flatnonzero(fits)
+            n = next((n for n in spots[i:] + spots[:i] if cap.fits_at(n, job.ps_demand)), None)
+            if n is None:  # only then every node is checked
+                free = np.flatnonzero(cap.fits(job.ps_demand))
                 if not len(free):
                     for m in out:
                         cap.take(m, job.ps_demand, -1)
