@@ -86,6 +86,9 @@ def max_min_allocation(T: np.ndarray, weights: np.ndarray, scale: np.ndarray,
 class Gavel(Scheduler):
     name = "gavel"
 
+    def __init__(self):
+        self.reset()
+
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
         self._received: dict[tuple[str, str], float] = {}  # (job, type) -> seconds run there
@@ -93,8 +96,6 @@ class Gavel(Scheduler):
         self._on: dict[str, str] = {}  # job -> type it ran on since the last decision
 
     def decide(self, view: ClusterView) -> Decision:
-        if not hasattr(self, "_received"):
-            self.reset(0)
         c = view.cluster
         dt = view.time - self._last
         for jid, t in self._on.items():
