@@ -434,8 +434,9 @@ def reusable(tasks: list[Task], out: Path) -> dict[int, dict]:
 
 
 # ----------------------------------------------------------------------------- scoring
-def _mean(rows: list[dict], inst: str, split: str, policy: str) -> tuple[float, int]:
-    sel = [r for r in rows if r["instance"] == inst and r["split"] == split and r["policy"] == policy]
+def _mean(rows: dict[tuple, list[dict]], inst: str, split: str, policy: str) -> tuple[float, int]:
+    """(mean avg JCT, unfinished jobs) over the runs of `rows` (grouped by `_by_run`) that match."""
+    sel = rows.get((inst, split, policy), [])
     if not sel:
         return math.nan, 0
     return float(np.mean([r["avg_jct_s"] for r in sel])), int(sum(r["jobs_unfinished"] for r in sel))
@@ -447,9 +448,18 @@ def _best(rows, inst, split, policies) -> tuple[str, float, int]:
     return min(scored, key=lambda x: (x[2], x[1]))
 
 
+def _by_run(rows: list[dict]) -> dict[tuple, list[dict]]:
+    """The rows grouped by (instance, split, policy), in their order: one pass, not one per lookup."""
+    out: dict[tuple, list[dict]] = {}
+    for r in rows:
+        out.setdefault((r["instance"], r["split"], r["policy"]), []).append(r)
+    return out
+
+
 def score(suite: Suite, insts: list[Instance], rows: list[dict], extra: list[str] = ()) -> dict:
     """Leaderboard (per instance, test split) and the validity check."""
     consts = suite.constants.names()
+    rows = _by_run(rows)
     board, check = [], []
     for inst in insts:
         k = inst.key

@@ -95,13 +95,12 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
 def _parser() -> argparse.ArgumentParser:
     from baselines.reproduce import NAMES
 
-    fmt = _Help
     ap = argparse.ArgumentParser(prog="dlcluster", description=__doc__.split("\n")[0], epilog=EPILOG,
-                                 formatter_class=fmt)
+                                 formatter_class=_Help)
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     def cmd(name: str, help: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=help, description=help, epilog=EPILOG, formatter_class=fmt)
+        return sub.add_parser(name, help=help, description=help, epilog=EPILOG, formatter_class=_Help)
 
     policies = ("a baseline (" + ", ".join(schedulers.names()) + "), ppo:PATH or maskableppo:PATH (a "
                 "dlcluster train model.zip), module:Class, path/file.py:Class, or a name registered in "

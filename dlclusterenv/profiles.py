@@ -380,7 +380,7 @@ def fit_colocation(records: list[GavelPair]) -> ColocationFit:
     res = least_squares(lambda z: 1.0 / (1.0 + z[a] * z[n + b]) - y, np.full(2 * n, 0.7),
                         bounds=(0.0, np.inf), tr_solver="lsmr")
     sens, pres = res.x[:n], res.x[n:]
-    scale = float(np.exp(np.mean(np.log(np.maximum(pres, 1e-9)))))
+    scale = _geomean(pres)
     sens, pres = sens * scale, pres / scale
     return ColocationFit(
         gpu_type=records[0].gpu_type,
@@ -500,8 +500,7 @@ def colocation_report(by_gpu: dict[str, list[GavelPair]]) -> dict:
     out["leave_gpu_out"] = {}
     for g in types:
         rest = [fits[h] for h in types if h != g]
-        gm = lambda key, j: float(np.exp(np.mean([np.log(max(getattr(f, key)[j], 1e-9))  # noqa: E731
-                                                  for f in rest if j in getattr(f, key)])))
+        gm = lambda key, j: _geomean([getattr(f, key)[j] for f in rest if j in getattr(f, key)])  # noqa: E731
         seen: dict[tuple[str, str], list[float]] = {}
         for h in types:
             if h != g:
@@ -511,7 +510,7 @@ def colocation_report(by_gpu: dict[str, list[GavelPair]]) -> dict:
         e, c = [], []
         for ja, jb, y in _pair_obs(by_gpu[g]):
             if (ja, jb) in seen:  # the engine's rule 2: the pair's geometric mean on other types
-                pred = float(np.exp(np.mean(np.log(np.maximum(seen[ja, jb], 1e-9)))))
+                pred = _geomean(seen[ja, jb])
             else:
                 pred = colocation_speed(gm("sensitivity", ja), [gm("pressure", jb)])
             e.append(pred - y)
@@ -552,6 +551,11 @@ def gandiva_packing_check(colocation, batches=None) -> dict:
 
 def _rms(x) -> float:
     return float(np.sqrt(np.mean(np.square(x))))
+
+
+def _geomean(x) -> float:
+    """Geometric mean, each value floored at 1e-9 (a fitted 0 would make it 0 whatever the rest)."""
+    return float(np.exp(np.mean(np.log(np.maximum(x, 1e-9)))))
 
 
 # ----------------------------------------------------------------------------- Pollux
