@@ -613,11 +613,9 @@ class Simulator:
                 if job.paused_until > awake:
                     if job.paused_until < t_pause:
                         t_pause = job.paused_until
-                elif speed.get(job.job_id, 0.0) > 0:
-                    if job.eff is None:
-                        t_end = now + (job.total_steps - job.steps_done) / speed[job.job_id]
-                    else:
-                        rate = speed[job.job_id] * job.efficiency()
+                elif (rate := speed.get(job.job_id, 0.0)) > 0:
+                    if job.eff is not None:  # work advances at speed x E (efficiency.py)
+                        rate *= job.efficiency()
                         edge = job.next_boundary()
                         if edge < job.total_steps:  # an internal event: the work reaches a bucket edge
                             t_edge = now + max(edge - job.steps_done, 0.0) / rate
@@ -625,7 +623,7 @@ class Simulator:
                             if t_edge < t_internal:
                                 t_internal = t_edge
                             continue
-                        t_end = now + (job.total_steps - job.steps_done) / rate
+                    t_end = now + (job.total_steps - job.steps_done) / rate
                     ends.append((t_end, job))
                     if t_end < t_next:
                         t_next = t_end
