@@ -681,7 +681,8 @@ class Simulator:
         if dt > 0:
             # running jobs in _holding's order; per-job products vectorised, totals summed in
             # that order, one job after the other
-            rows = [(j, r.row[j.job_id]) for j in self._holding if j.job_id in r.row]
+            row = r.row
+            rows = [(j, i) for j in self._holding if (i := row.get(j.job_id)) is not None]
             idx = np.array([i for _, i in rows], dtype=np.int64)
             speed = r.speed_arr[idx]
             if self._eff_on:  # work advances at speed x E (efficiency.py); speed is what is measured
