@@ -613,11 +613,9 @@ class Simulator:
                 if job.paused_until > awake:
                     if job.paused_until < t_pause:
                         t_pause = job.paused_until
-                elif speed.get(job.job_id, 0.0) > 0:
-                    if job.eff is None:
-                        t_end = now + (job.total_steps - job.steps_done) / speed[job.job_id]
-                    else:
-                        rate = speed[job.job_id] * job.efficiency()
+                elif (rate := speed.get(job.job_id, 0.0)) > 0:
+                    if job.eff is not None:  # work advances at speed x E (efficiency.py)
+                        rate *= job.efficiency()
                         edge = job.next_boundary()
                         if edge < job.total_steps:  # an internal event: the work reaches a bucket edge
                             t_edge = now + max(edge - job.steps_done, 0.0) / rate
@@ -625,7 +623,7 @@ class Simulator:
                             if t_edge < t_internal:
                                 t_internal = t_edge
                             continue
-                        t_end = now + (job.total_steps - job.steps_done) / rate
+                    t_end = now + (job.total_steps - job.steps_done) / rate
                     ends.append((t_end, job))
                     if t_end < t_next:
                         t_next = t_end
@@ -683,7 +681,8 @@ class Simulator:
         if dt > 0:
             # running jobs in _holding's order; per-job products vectorised, totals summed in
             # that order, one job after the other
-            rows = [(j, r.row[j.job_id]) for j in self._holding if j.job_id in r.row]
+            row = r.row
+            rows = [(j, i) for j in self._holding if (i := row.get(j.job_id)) is not None]
             idx = np.array([i for _, i in rows], dtype=np.int64)
             speed = r.speed_arr[idx]
             if self._eff_on:  # work advances at speed x E (efficiency.py); speed is what is measured

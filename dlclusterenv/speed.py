@@ -38,7 +38,7 @@ import numpy as np
 
 from .cluster import Cluster
 from .comm import Comm, intra_base, link_capacity, n_links, pattern
-from .config import ModelSpec, Overheads
+from .config import ModelSpec, Overheads, read_yaml
 from .jobs import Job
 
 
@@ -78,8 +78,6 @@ class Colocation:
 
     @classmethod
     def load(cls, path: str | Path) -> "Colocation":
-        from .config import read_yaml
-
         return cls(read_yaml(path), str(path))
 
     def _sp(self, gpu: str, job: str) -> tuple[float, float]:

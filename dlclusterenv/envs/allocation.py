@@ -74,6 +74,11 @@ class _ProposalEnv(ClusterEnv):
             return job.num_ps, job.num_workers
         return 0, 0
 
+    @staticmethod
+    def _runs(job, p: int, w: int) -> bool:
+        """Whether the job runs with p PS and w workers: a worker, and a PS if it uses any."""
+        return w >= 1 and (p >= 1 or not job.uses_ps)
+
     def _proposed(self, job) -> tuple[int, int]:
         """(p, w) the job would run with if the round ended now."""
         p, w = self._base(job)
@@ -125,7 +130,7 @@ class _ProposalEnv(ClusterEnv):
             add = self._added.get(jid, {"ps": [], "worker": []})
             p0, w0 = self._base(job)
             p, w = p0 + len(add["ps"]), w0 + len(add["worker"])
-            if (p < 1 and job.uses_ps) or w < 1:  # a PS job needs a PS and a worker to run
+            if not self._runs(job, p, w):
                 if jid in self._released:
                     d.preempt.append(jid)
                 continue
@@ -169,7 +174,7 @@ class _ProposalEnv(ClusterEnv):
             p, w = self._proposed(job)
             obs["jobs"][i, 2] = min(p / 16, 1.0)
             obs["jobs"][i, 3] = min(w / 32, 1.0)
-            if job.status != "running" and w >= 1 and (p >= 1 or not job.uses_ps):  # starts now
+            if job.status != "running" and self._runs(job, p, w):  # starts now
                 n_wait, gpus_wait = n_wait - 1, gpus_wait - job.spec.num_workers * job.model.worker.gpu
         obs["global"][3] = cap.gpu.sum() / max(c.n_gpus, 1)
         self._set_queue(obs["global"], n_wait, gpus_wait)
