@@ -113,7 +113,8 @@ def main() -> None:
         "diagnostic: spread measured": lambda e, c: (_steps(e, c)[0], e["sf"] / e["spread"]),
     }
 
-    print(f"{'variant':<36} " + "  ".join(f"{g + ' median / p90 / spearman':>30}" for g in GPUS) + "  kappa range")
+    head = "  ".join(f"{g + ' median / p90 / spearman':>30}" for g in GPUS)
+    print(f"{'variant':<36} {head}  kappa range")
     for name, steps in {**variants, **diagnostics}.items():
         cells = []
         for g in GPUS:
