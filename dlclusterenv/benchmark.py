@@ -30,7 +30,8 @@ Scheduler API, so their runs have no decision log.
 
 `--resume` reuses the rows of `runs.csv` already in `--out` whose key matches a planned run: (instance,
 split, window, policy, seed) and the `fingerprint` column, a hash of `evaluate.run_key` of the run's
-scenario (every field as it resolves, and a trace file's size and mtime). A run is a pure function of
+scenario (every field as it resolves, and a trace file's size and mtime) and, for a learned policy,
+`evaluate.policy_key` (the content hash of its model file and config). A run is a pure function of
 its policy, scenario and seed, so the fingerprint covers every suite-entry field that changes a run
 (load, window, ps_fraction, efficiency, the scenario file); an entry change that changes no run (a
 heuristic added, a train seed) keeps the other runs. A scheduler run is reused only with its decision
@@ -59,7 +60,7 @@ from pydantic import Field, StrictInt, model_validator
 from . import schedulers
 from .api import Decision, Scheduler
 from .config import ConfigError, _Strict, read_yaml, resolve, validate
-from .evaluate import atomic_write, pool_run, resolve_policies, run_key, write_csv
+from .evaluate import atomic_write, policy_key, pool_run, resolve_policies, run_key, write_csv
 from .traces import data_path
 from .workload import Scenario, load_scenario
 
@@ -324,6 +325,7 @@ def run_task(task: Task) -> dict:
     """One run; a scheduler's decisions go to task.log. Module-level for process pools."""
     from . import make_sim
 
+    fp = fingerprint(task.scenario, task.policy)  # before the run reads a model file
     t0 = time.perf_counter()
     if schedulers.kind(task.policy) == "learned":  # through its env
         from agents.learned import run_learned
@@ -341,12 +343,14 @@ def run_task(task: Task) -> dict:
         atomic_write(path, lambda tmp: tmp.write_text(text))  # a killed run leaves no half log
     return {"instance": task.instance, "split": task.split, "window": task.window, "policy": task.policy,
             "seed": task.seed, **summary, "wall_s": time.perf_counter() - t0,
-            "fingerprint": fingerprint(task.scenario)}
+            "fingerprint": fp}
 
 
-def fingerprint(sc: Scenario) -> str:
-    """A short hash of `evaluate.run_key(sc)`: what a saved run must match to be resumed."""
-    return hashlib.sha256(run_key(sc).encode()).hexdigest()[:16]
+def fingerprint(sc: Scenario, policy: str) -> str:
+    """A short hash of `evaluate.run_key(sc)` + `evaluate.policy_key(policy)`: what a saved run
+    must match to be resumed. policy_key is empty for a scheduler, so scheduler rows keep the
+    fingerprints they had before learned policies were keyed by their files."""
+    return hashlib.sha256((run_key(sc) + policy_key(policy)).encode()).hexdigest()[:16]
 
 
 def plan(suite: Suite, insts: list[Instance], out: Path, extra: list[str] = ()) -> list[Task]:
@@ -424,7 +428,7 @@ def reusable(tasks: list[Task], out: Path) -> dict[int, dict]:
         r = saved.get((t.instance, t.split, t.window, t.policy, t.seed))
         if r is None or (t.log is not None and not Path(t.log).exists()):
             continue
-        fp = fingerprint(t.scenario)
+        fp = fingerprint(t.scenario, t.policy)
         if r.get("fingerprint") == fp or ("fingerprint" not in r and _legacy_match(t)):
             row = {k: _cell(v) for k, v in r.items() if k != "fingerprint"}
             row.update(instance=t.instance, split=t.split, window=t.window, policy=t.policy, seed=t.seed,

@@ -461,10 +461,38 @@ def test_resume_needs_the_decision_log_and_reads_old_runs_csv_through_it(tmp_pat
     done = reusable(tasks, out)
     assert sorted(done) == list(range(1, len(tasks)))
     assert {k: "" if v is None else str(v) for k, v in done[1].items() if k != "fingerprint"} == rows[1]
-    assert done[1]["fingerprint"] == fingerprint(tasks[1].scenario)
+    assert done[1]["fingerprint"] == fingerprint(tasks[1].scenario, tasks[1].policy)
     other = tasks[1].scenario.model_copy(update={"name": "other"})
     moved = [t if i != 1 else type(t)(**{**t.__dict__, "scenario": other}) for i, t in enumerate(tasks)]
     assert 1 not in reusable(moved, out)  # the log's scenario is not the planned one
+
+
+def test_resume_reruns_a_learned_policy_whose_model_file_changed(tmp_path, monkeypatch):
+    """A learned policy's rows carry the content hash of its model file (and config): swapping
+    model.zip for other bytes of the same size reruns that policy's runs and no other."""
+    import sys
+    import types
+
+    import baselines
+
+    def run_learned(spec, scenario, seed):
+        return make_sim(scenario, seed).run(baselines.make("fifo"))
+
+    monkeypatch.setitem(sys.modules, "agents.learned", types.SimpleNamespace(run_learned=run_learned))
+    model = tmp_path / "m" / "model.zip"
+    model.parent.mkdir()
+    model.write_bytes(b"weights A")
+    spec, out = f"maskableppo:{model}", tmp_path / "out"
+    path = _suite_file(tmp_path, **{"heuristics": ["fifo"], "scenarios.0.loads": [2]})
+    run_suite(path, out, progress=False, say=_quiet, extra=[spec])
+    suite, where = load_suite(path)
+    tasks = plan(suite, instances(suite, where, _quiet), out, [spec])
+    mine = {i for i, t in enumerate(tasks) if t.policy == spec}
+    assert mine and sorted(reusable(tasks, out)) == list(range(len(tasks)))
+    model.write_bytes(b"weights B")
+    assert sorted(reusable(tasks, out)) == sorted(set(range(len(tasks))) - mine)
+    res = run_suite(path, out, progress=False, say=_quiet, extra=[spec], resume=True)
+    assert res["reused"] == len(tasks) - len(mine)
 
 
 def test_cli_resume_flag(tmp_path, capsys):
