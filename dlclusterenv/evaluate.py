@@ -533,16 +533,16 @@ def evaluate(
                 for r in results
             ])
             plots(stage, [r["policy"] for r in board], results, sc.name)  # bars, panels in board order
-            _move_all(stage, out)
+            move_all(stage, out)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
     return board
 
 
 @contextmanager
-def claim(out: Path) -> Iterator[None]:
-    """Hold `out` (created if missing) for one evaluation: an exclusive lock on the directory, so a
-    second evaluation into it fails at once, naming it. A `.partial-*` folder found there was left
+def claim(out: Path, what: str = "evaluation") -> Iterator[None]:
+    """Hold `out` (created if missing) for one evaluation (or another `what`): an exclusive lock on
+    the directory, so a second one into it fails at once, naming it. A `.partial-*` folder found there was left
     by a SIGKILLed run and is removed. If the evaluation fails, an empty `per_run` folder is
     removed, and so is `out` when this call created it and it is then empty."""
     if out.exists() and not out.is_dir():
@@ -554,7 +554,7 @@ def claim(out: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise EvaluateError(f"--out {out}: another evaluation is writing there; wait for it to "
+            raise EvaluateError(f"--out {out}: another {what} is writing there; wait for it to "
                                 "finish or choose another --out") from None
         for stale in out.glob(".partial-*"):
             shutil.rmtree(stale, ignore_errors=True)
@@ -570,13 +570,16 @@ def claim(out: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _move_all(stage: Path, out: Path) -> None:
-    """Rename every file of `stage` into `out`, with SIGTERM and SIGINT held back until the last
-    rename, so a kill cannot leave files of two evaluations side by side."""
+def move_all(stage: Path, out: Path) -> None:
+    """Rename every file under `stage` to the same place under `out` (folders made as needed), with
+    SIGTERM and SIGINT held back until the last rename, so a kill cannot leave files of two
+    evaluations side by side. `dlcluster benchmark` commits its staged outputs with it too."""
     held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
     try:
-        for name in sorted(os.listdir(stage)):
-            os.replace(stage / name, out / name)
+        for src in sorted(p for p in stage.rglob("*") if p.is_file()):
+            dst = out / src.relative_to(stage)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dst)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
