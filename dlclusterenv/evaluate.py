@@ -329,8 +329,8 @@ def policy_key(policy: str) -> str:
     """What a run depends on beyond its scenario, seed and spec string: for a learned `KIND:PATH`,
     the files it is loaded from (the model file and the `config.yaml` beside it that names its env,
     `agents.learned.parse_spec`), each by the SHA-256 of its content; "" for a scheduler. A content
-    hash, not size + mtime as for trace files (`run_key`): a model file is small (~0.5 MB, hashed in
-    about a millisecond, where a trace is read once per version because it can be gigabytes), a
+    hash, not size + mtime as for trace files (`run_key`): a model file is small (~0.5 MB: 7 ms to hash
+    with its config on the loaded shared cores, where a trace can be gigabytes), a
     retrained model can have the old one's size, and a model copied to another checkout (new mtime)
     is still the same policy. Files are named as the spec names them, so two checkouts agree."""
     if schedulers.kind(policy) != "learned":
