@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 import numpy as np
 
 from .config import Demand
+from .efficiency import gain
 
 if TYPE_CHECKING:
     from .cluster import Cluster
@@ -113,10 +114,10 @@ class JobView:
     local_batch: int = 1
 
     def efficiency(self, workers: int) -> float:
-        """Pollux Eq. 7 at the phi measured now: E = (phi + M0) / (phi + workers x M0)."""
+        """Pollux Eq. 7 at the phi measured now (efficiency.gain); 1 without statistical efficiency."""
         if math.isinf(self.noise_scale):
             return 1.0
-        return (self.noise_scale + self.local_batch) / (self.noise_scale + workers * self.local_batch)
+        return gain(self.noise_scale, self.local_batch, workers)
 
 
 class OracleView:

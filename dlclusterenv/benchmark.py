@@ -30,7 +30,8 @@ Scheduler API, so their runs have no decision log.
 
 `--resume` reuses the rows of `runs.csv` already in `--out` whose key matches a planned run: (instance,
 split, window, policy, seed) and the `fingerprint` column, a hash of `evaluate.run_key` of the run's
-scenario (every field as it resolves, and a trace file's size and mtime). A run is a pure function of
+scenario (every field as it resolves, and a trace file's size and mtime) and, for a learned policy,
+`evaluate.policy_key` (the content hash of its model file and config). A run is a pure function of
 its policy, scenario and seed, so the fingerprint covers every suite-entry field that changes a run
 (load, window, ps_fraction, efficiency, the scenario file); an entry change that changes no run (a
 heuristic added, a train seed) keeps the other runs. A scheduler run is reused only with its decision
@@ -38,6 +39,17 @@ log present, so `--validate` still covers every run. A runs.csv written before t
 existed: a scheduler row is reused if its decision log's header scenario is the planned one and the
 log was written after the trace file's last modification (the log records no trace stamp); a learned
 row without a fingerprint is rerun. Reused rows keep their `wall_s`.
+
+Output: one benchmark holds `--out` while it runs (`evaluate.claim`: a second one into it fails at
+once). A run's decision log and its row go to the hidden stage `out/.staging/` (each file written
+atomically, the row after the log), never beside the CSVs they would contradict; when every run is
+done the CSVs and `suite.json` are written there too, the stage is renamed to `out/.commit/` (the
+commit point) and its files are renamed into place with SIGTERM and SIGINT held back
+(`evaluate.move_all`). So `out` holds one benchmark's CSVs with the logs they were computed from: a
+run killed before the commit leaves it as it was; one SIGKILLed during the renames (a few ms)
+leaves `.commit/`, which the next benchmark into `out` moves in first. `--resume` also reuses the
+runs a killed benchmark finished in the stage (row and log there, fingerprint matching); every
+other staged file is removed, and without `--resume` the stage is cleared.
 """
 
 from __future__ import annotations
@@ -46,10 +58,12 @@ import csv
 import hashlib
 import json
 import math
+import shutil
 import sys
 import time
 import urllib.parse
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -59,11 +73,12 @@ from pydantic import Field, StrictInt, model_validator
 from . import schedulers
 from .api import Decision, Scheduler
 from .config import ConfigError, _Strict, read_yaml, resolve, validate
-from .evaluate import atomic_write, pool_run, resolve_policies, run_key, write_csv
+from .evaluate import atomic_write, claim, move_all, policy_key, pool_run, resolve_policies, run_key, write_csv
 from .traces import data_path
 from .workload import Scenario, load_scenario
 
 SPLITS = ("train", "test")
+STAGE, COMMIT = ".staging", ".commit"  # in --out: runs in progress; outputs being moved into place
 
 
 # ----------------------------------------------------------------------------- suite file
@@ -324,6 +339,7 @@ def run_task(task: Task) -> dict:
     """One run; a scheduler's decisions go to task.log. Module-level for process pools."""
     from . import make_sim
 
+    fp = fingerprint(task.scenario, task.policy)  # before the run reads a model file
     t0 = time.perf_counter()
     if schedulers.kind(task.policy) == "learned":  # through its env
         from agents.learned import run_learned
@@ -341,12 +357,14 @@ def run_task(task: Task) -> dict:
         atomic_write(path, lambda tmp: tmp.write_text(text))  # a killed run leaves no half log
     return {"instance": task.instance, "split": task.split, "window": task.window, "policy": task.policy,
             "seed": task.seed, **summary, "wall_s": time.perf_counter() - t0,
-            "fingerprint": fingerprint(task.scenario)}
+            "fingerprint": fp}
 
 
-def fingerprint(sc: Scenario) -> str:
-    """A short hash of `evaluate.run_key(sc)`: what a saved run must match to be resumed."""
-    return hashlib.sha256(run_key(sc).encode()).hexdigest()[:16]
+def fingerprint(sc: Scenario, policy: str) -> str:
+    """A short hash of `evaluate.run_key(sc)` + `evaluate.policy_key(policy)`: what a saved run
+    must match to be resumed. policy_key is empty for a scheduler, so scheduler rows keep the
+    fingerprints they had before learned policies were keyed by their files."""
+    return hashlib.sha256((run_key(sc) + policy_key(policy)).encode()).hexdigest()[:16]
 
 
 def plan(suite: Suite, insts: list[Instance], out: Path, extra: list[str] = ()) -> list[Task]:
@@ -368,10 +386,11 @@ def plan(suite: Suite, insts: list[Instance], out: Path, extra: list[str] = ()) 
 
 
 def execute(tasks: list[Task], workers: int = 1, progress: bool = True,
-            done: dict[int, dict] | None = None) -> list[dict]:
+            done: dict[int, dict] | None = None, on_row: Callable[[dict], None] | None = None) -> list[dict]:
     """Every task, rows in plan order (each run is a pure function of its task, so the rows do not
     depend on `workers`), through evaluate's process pool: a failed run, Ctrl-C or SIGTERM stops
-    the workers, and none outlives the command. `done`: rows already run, by task index."""
+    the workers, and none outlives the command. `done`: rows already run, by task index; `on_row`
+    gets each new row as its run finishes."""
     from tqdm import tqdm
 
     done = done or {}
@@ -380,6 +399,8 @@ def execute(tasks: list[Task], workers: int = 1, progress: bool = True,
     with tqdm(total=len(todo), desc="runs", unit="run", file=sys.stderr, disable=not progress) as bar:
         for j, r in pool_run(run_task, [(tasks[i],) for i in todo], workers):
             rows[todo[j]] = r
+            if on_row is not None:
+                on_row(r)
             bar.update()
     return rows
 
@@ -411,26 +432,73 @@ def _legacy_match(task: Task) -> bool:
     return t is None or data_path(t.path).stat().st_mtime_ns <= Path(task.log).stat().st_mtime_ns
 
 
+def _key(r: dict) -> tuple:
+    """A run's place in the plan: (instance, split, window, policy, seed)."""
+    return r["instance"], r["split"], r["window"], r["policy"], r["seed"]
+
+
+def _staged(path: str, out: Path) -> Path:
+    """Where the file `path` of `out` is written while the benchmark runs (module docstring)."""
+    return out / STAGE / Path(path).relative_to(out)
+
+
+def _row_file(stage: Path, row: dict) -> Path:
+    """A finished run's row in the stage; named by a hash of its key (a policy spec can be long)."""
+    return stage / "rows" / f"{hashlib.sha256(json.dumps(_key(row)).encode()).hexdigest()[:24]}.json"
+
+
+def _save_row(stage: Path, row: dict) -> None:
+    """One finished run's row, atomically, after its log: a staged row means a whole staged run.
+    JSON keeps each float's shortest exact form, so the CSV cell is the one a fresh run writes."""
+    path = _row_file(stage, row)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(_plain(row))
+    atomic_write(path, lambda tmp: tmp.write_text(text))
+
+
 def reusable(tasks: list[Task], out: Path) -> dict[int, dict]:
-    """The rows of `out/runs.csv` that match a task (by index), see the module docstring."""
-    path = out / "runs.csv"
-    if not path.exists():
-        return {}
-    with open(path, newline="") as f:
-        saved = {(r["instance"], r["split"], _cell(r["window"]), r["policy"], int(r["seed"])): r
-                 for r in csv.DictReader(f)}
-    done = {}
+    """The finished runs in `out` that match a task (by index), see the module docstring: rows of
+    `runs.csv` whose log is in place, and (preferred) runs a killed benchmark finished in the stage.
+    Every staged file that matches no task is removed, so the stage holds exactly what the next
+    commit moves in."""
+    path, stage = out / "runs.csv", out / STAGE
+    saved = {}
+    if path.exists():
+        with open(path, newline="") as f:
+            saved = {_key({**r, "window": _cell(r["window"]), "seed": int(r["seed"])}): r for r in csv.DictReader(f)}
+    staged = {}
+    for f in stage.glob("rows/*.json"):
+        row = json.loads(f.read_text())
+        staged[_key(row)] = (row, f)
+    done, keep = {}, set()
     for i, t in enumerate(tasks):
-        r = saved.get((t.instance, t.split, t.window, t.policy, t.seed))
+        key, fp = (t.instance, t.split, t.window, t.policy, t.seed), fingerprint(t.scenario, t.policy)
+        row, f = staged.get(key, (None, None))
+        if row is not None and row["fingerprint"] == fp and (t.log is None or _staged(t.log, out).exists()):
+            done[i] = row
+            keep.update([f] if t.log is None else [f, _staged(t.log, out)])
+            continue
+        r = saved.get(key)
         if r is None or (t.log is not None and not Path(t.log).exists()):
             continue
-        fp = fingerprint(t.scenario)
         if r.get("fingerprint") == fp or ("fingerprint" not in r and _legacy_match(t)):
             row = {k: _cell(v) for k, v in r.items() if k != "fingerprint"}
             row.update(instance=t.instance, split=t.split, window=t.window, policy=t.policy, seed=t.seed,
                        fingerprint=fp)
             done[i] = row
+    for f in stage.rglob("*"):
+        if f.is_file() and f not in keep:
+            f.unlink()
     return done
+
+
+def _finish_commit(out: Path) -> None:
+    """Move a committed stage's files into `out` (all of them when a SIGKILL stopped the last
+    benchmark part way) and remove it."""
+    commit = out / COMMIT
+    if commit.exists():
+        move_all(commit, out)
+        shutil.rmtree(commit)
 
 
 # ----------------------------------------------------------------------------- scoring
@@ -524,26 +592,37 @@ def board_table(res: dict, suite: Suite) -> str:
 
 def run_suite(name: str, out: Path, *, workers: int = 1, extra: list[str] = (), progress: bool = True,
               say=print, resume: bool = False) -> dict:
+    """Run (or, with `resume`, complete) the suite into `out`; see the module docstring."""
     suite, path = load_suite(name)
     insts = instances(suite, path, say)
     if not insts:
         raise ConfigError(f"{path}: no scenario of the suite can run here (every trace file is absent)")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    tasks = plan(suite, insts, out, extra)
-    done = reusable(tasks, out) if resume else {}
-    if resume:
-        say(f"--resume: {len(done)} of {len(tasks)} runs reused from {out / 'runs.csv'}, {len(tasks) - len(done)} to run")
-    t0 = time.perf_counter()
-    rows = execute(tasks, workers, progress, done)
-    wall = time.perf_counter() - t0
-    res = score(suite, insts, rows, extra)
-    write_csv(out / "runs.csv", rows)
-    write_csv(out / "leaderboard.csv", res["board"])
-    write_csv(out / "check.csv", res["check"])
-    (out / "suite.json").write_text(json.dumps({"suite": suite.name, "version": suite.version,
-                                                "runs": len(tasks), "reused": len(done), "wall_s": wall,
-                                                "geomean": res["geomean"]}, indent=1))
+    with claim(out, "benchmark"):
+        _finish_commit(out)
+        stage = out / STAGE
+        tasks = plan(suite, insts, out, extra)
+        if resume:
+            done = reusable(tasks, out)
+            say(f"--resume: {len(done)} of {len(tasks)} runs reused from {out}, {len(tasks) - len(done)} to run")
+        else:
+            shutil.rmtree(stage, ignore_errors=True)
+            done = {}
+        t0 = time.perf_counter()
+        staged = [t if t.log is None else replace(t, log=str(_staged(t.log, out))) for t in tasks]
+        rows = execute(staged, workers, progress, done, on_row=lambda r: _save_row(stage, r))
+        wall = time.perf_counter() - t0
+        res = score(suite, insts, rows, extra)
+        stage.mkdir(exist_ok=True)
+        write_csv(stage / "runs.csv", rows)
+        write_csv(stage / "leaderboard.csv", res["board"])
+        write_csv(stage / "check.csv", res["check"])
+        summary = json.dumps({"suite": suite.name, "version": suite.version, "runs": len(tasks),
+                              "reused": len(done), "wall_s": wall, "geomean": res["geomean"]}, indent=1)
+        atomic_write(stage / "suite.json", lambda tmp: tmp.write_text(summary))
+        shutil.rmtree(stage / "rows", ignore_errors=True)  # the rows are in runs.csv now
+        stage.rename(out / COMMIT)  # the commit point
+        _finish_commit(out)
     res.update(suite=suite, wall_s=wall, runs=len(tasks), reused=len(done))
     return res
 
@@ -552,7 +631,9 @@ def cli(suite: str, out: str | None, check: bool, validate_path: str | None, wor
         policies: str | None, resume: bool = False) -> int:
     if validate_path:
         p = Path(validate_path)
-        logs = sorted(p.rglob("*.jsonl")) if p.is_dir() else [p]
+        # a benchmark's hidden stage (runs not yet committed) is not part of its results
+        logs = sorted(x for x in p.rglob("*.jsonl") if not any(
+            part.startswith(".") for part in x.relative_to(p).parts)) if p.is_dir() else [p]
         if not logs:
             print(f"error: {p}: no decision logs (*.jsonl)", file=sys.stderr)
             return 2

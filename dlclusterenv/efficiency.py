@@ -79,6 +79,13 @@ class EfficiencyConfig(_Strict):
         return self
 
 
+def gain(phi: float, local_batch: int, workers: int) -> float:
+    """Pollux Eq. 7, E(M) = (phi + M0) / (phi + M), with M0 = the local batch and M = workers x the
+    local batch: the one place the formula is written (PhiTable.efficiency for the engine,
+    api.JobView.efficiency for schedulers)."""
+    return (phi + local_batch) / (phi + workers * local_batch)
+
+
 @dataclass(frozen=True)
 class PhiTable:
     """One job's noise scale over its work: bucket i covers fractions [starts[i], starts[i+1])."""
@@ -93,9 +100,8 @@ class PhiTable:
         return cls(tuple(s for s, _ in meas.phi), tuple(p for _, p in meas.phi), local_batch)
 
     def efficiency(self, bucket: int, workers: int) -> float:
-        """E(M) of Pollux Eq. 7 with M0 = the local batch and M = workers x local batch."""
-        b, phi = self.local_batch, self.phi[bucket]
-        return (phi + b) / (phi + workers * b)
+        """E(M) of Pollux Eq. 7 (`gain`) in the bucket's phi."""
+        return gain(self.phi[bucket], self.local_batch, workers)
 
     def mean_inverse(self, workers: int, upto: float = 1.0) -> float:
         """Mean of 1 / E over the fractions [0, upto] of the work: local batches processed per local
@@ -191,5 +197,5 @@ def fidelity_report(config: EfficiencyConfig | None = None) -> dict:
     return {"models": rows, "summary": summary}
 
 
-__all__ = ["Efficiency", "EfficiencyConfig", "PGNS", "PhiTable", "load_config", "fidelity_report", "make",
+__all__ = ["Efficiency", "EfficiencyConfig", "PGNS", "PhiTable", "load_config", "fidelity_report", "gain", "make",
            "predicted_ratio"]

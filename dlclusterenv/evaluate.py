@@ -20,8 +20,9 @@ as it completes, atomically (a temporary file renamed into place), to `out/per_r
 interrupted sweep keeps what it finished; `resume=True` (`dlcluster evaluate --resume`) reruns
 only the runs missing there, and the CSVs, assembled in policy x seed order from exact (JSON,
 shortest-repr floats) copies of each run, are byte-identical to an uninterrupted sweep's. A saved
-run records its scenario (and a trace replay its trace file's size and mtime, `run_key`), so
-resuming with another scenario or a changed trace file is refused; without `--resume`,
+run records its scenario (and a trace replay its trace file's size and mtime, `run_key`; a
+learned policy the content hash of its model and config files, `policy_key`), so resuming with
+another scenario, a changed trace file or a swapped model is refused; without `--resume`,
 saved runs are cleared first. The CSVs and plots are written into a hidden `.partial-*` folder in
 `out` and renamed into place together, with SIGTERM and SIGINT held back for the renames, so `out`
 holds every file of one evaluation or the previous contents, never a mix. A failed or killed run
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import csv
 import fcntl
+import hashlib
 import io
 import json
 import math
@@ -323,6 +325,36 @@ def run_key(sc: Scenario) -> str:
     return f"{key}\ntrace file {path}: {st.st_size} bytes, mtime_ns {st.st_mtime_ns}"
 
 
+def policy_key(policy: str) -> str:
+    """What a run depends on beyond its scenario, seed and spec string: for a learned `KIND:PATH`,
+    the files it is loaded from (the model file and the `config.yaml` beside it that names its env,
+    `agents.learned.parse_spec`), each by the SHA-256 of its content; "" for a scheduler. A content
+    hash, not size + mtime as for trace files (`run_key`): a model file is small (~0.5 MB: 7 ms to hash
+    with its config on the loaded shared cores, where a trace can be gigabytes), a
+    retrained model can have the old one's size, and a model copied to another checkout (new mtime)
+    is still the same policy. Files are named as the spec names them, so two checkouts agree."""
+    if schedulers.kind(policy) != "learned":
+        return ""
+    model = Path(policy.partition(":")[2])
+    lines = []
+    for what, f in (("model file", model), ("model config", model.parent / "config.yaml")):
+        digest = hashlib.sha256(f.read_bytes()).hexdigest() if f.is_file() else "absent"
+        lines.append(f"\n{what} {f}: sha256 {digest}")
+    return "".join(lines)
+
+
+def _changed(saved: str, now: str) -> str:
+    """Why a saved run's key `saved` is not `now` (keys of `run_key` + `policy_key`, one fact a line)."""
+    if saved.partition("\n")[0] != now.partition("\n")[0]:
+        return "was run on another scenario"
+    old = set(saved.split("\n"))
+    new = [line for line in now.split("\n")[1:] if line not in old]
+    if not new:
+        return "was run with other inputs"
+    what = " ".join(new[0].split(" ", 2)[:2])  # "trace file", "model file" or "model config"
+    return f"was run on another version of the {what} (now: {new[0]})"
+
+
 def save_run(out: Path, r: RunResult, fingerprint: str) -> None:
     """One finished run as JSON, atomically. JSON writes floats in their shortest exact form
     (and inf/nan), so a loaded run gives the CSVs the same bytes as the run itself."""
@@ -331,8 +363,9 @@ def save_run(out: Path, r: RunResult, fingerprint: str) -> None:
     atomic_write(_run_file(out, r.policy, r.seed), lambda tmp: tmp.write_text(text))
 
 
-def load_runs(out: Path, tasks: list[tuple[str, int]], fingerprint: str) -> dict[tuple[str, int], RunResult]:
-    """The saved runs among `tasks`; one saved for another scenario is an EvaluateError."""
+def load_runs(out: Path, tasks: list[tuple[str, int]], keys: dict[str, str]) -> dict[tuple[str, int], RunResult]:
+    """The saved runs among `tasks`; one saved under another key than its policy's in `keys` (another
+    scenario, trace file or model file) is an EvaluateError naming what changed."""
     done = {}
     for policy, seed in tasks:
         path = _run_file(out, policy, seed)
@@ -341,10 +374,8 @@ def load_runs(out: Path, tasks: list[tuple[str, int]], fingerprint: str) -> dict
         try:
             data = json.loads(path.read_text())
             saved = data.pop("scenario")
-            if saved != fingerprint:
-                scenario, _, trace = fingerprint.partition("\n")
-                why = (f"was run on another version of the trace file (now: {trace})"
-                       if saved.partition("\n")[0] == scenario else "was run on another scenario")
+            if saved != keys[policy]:
+                why = _changed(saved, keys[policy])
                 raise EvaluateError(f"--resume: {path} {why}; remove it or choose another --out")
             data["timeline"] = tuple(tuple(row) for row in data["timeline"])
             done[(policy, seed)] = RunResult(**data)
@@ -477,18 +508,19 @@ def evaluate(
     docstring for how `out` is held and filled."""
     sc = build(scenario, 0)[0]  # a bad scenario fails here, once, before any worker or Ray task starts
     key = run_key(sc)
+    keys = {p: key + policy_key(p) for p in policies}  # hashed before any run reads a model
     with claim(out):
         (out / PER_RUN).mkdir(exist_ok=True)
         tasks = _tasks(policies, seeds, first_seed)
         if resume:
-            done = load_runs(out, tasks, key)
+            done = load_runs(out, tasks, keys)
         else:
             done = {}
             for old in (out / PER_RUN).glob("*.json"):
                 old.unlink()
         results = sweep(scenario, policies, seeds, workers=workers, backend=backend,
                         ray_address=ray_address, progress=progress, first_seed=first_seed,
-                        done=done, on_result=lambda r: save_run(out, r, key))
+                        done=done, on_result=lambda r: save_run(out, r, keys[r.policy]))
         board = leaderboard(results, policies)
         stage = Path(tempfile.mkdtemp(dir=out, prefix=".partial-"))
         try:
@@ -501,16 +533,16 @@ def evaluate(
                 for r in results
             ])
             plots(stage, [r["policy"] for r in board], results, sc.name)  # bars, panels in board order
-            _move_all(stage, out)
+            move_all(stage, out)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
     return board
 
 
 @contextmanager
-def claim(out: Path) -> Iterator[None]:
-    """Hold `out` (created if missing) for one evaluation: an exclusive lock on the directory, so a
-    second evaluation into it fails at once, naming it. A `.partial-*` folder found there was left
+def claim(out: Path, what: str = "evaluation") -> Iterator[None]:
+    """Hold `out` (created if missing) for one evaluation (or another `what`): an exclusive lock on
+    the directory, so a second one into it fails at once, naming it. A `.partial-*` folder found there was left
     by a SIGKILLed run and is removed. If the evaluation fails, an empty `per_run` folder is
     removed, and so is `out` when this call created it and it is then empty."""
     if out.exists() and not out.is_dir():
@@ -522,7 +554,7 @@ def claim(out: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise EvaluateError(f"--out {out}: another evaluation is writing there; wait for it to "
+            raise EvaluateError(f"--out {out}: another {what} is writing there; wait for it to "
                                 "finish or choose another --out") from None
         for stale in out.glob(".partial-*"):
             shutil.rmtree(stale, ignore_errors=True)
@@ -538,13 +570,16 @@ def claim(out: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _move_all(stage: Path, out: Path) -> None:
-    """Rename every file of `stage` into `out`, with SIGTERM and SIGINT held back until the last
-    rename, so a kill cannot leave files of two evaluations side by side."""
+def move_all(stage: Path, out: Path) -> None:
+    """Rename every file under `stage` to the same place under `out` (folders made as needed), with
+    SIGTERM and SIGINT held back until the last rename, so a kill cannot leave files of two
+    evaluations side by side. `dlcluster benchmark` commits its staged outputs with it too."""
     held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
     try:
-        for name in sorted(os.listdir(stage)):
-            os.replace(stage / name, out / name)
+        for src in sorted(p for p in stage.rglob("*") if p.is_file()):
+            dst = out / src.relative_to(stage)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dst)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
 

@@ -461,10 +461,138 @@ def test_resume_needs_the_decision_log_and_reads_old_runs_csv_through_it(tmp_pat
     done = reusable(tasks, out)
     assert sorted(done) == list(range(1, len(tasks)))
     assert {k: "" if v is None else str(v) for k, v in done[1].items() if k != "fingerprint"} == rows[1]
-    assert done[1]["fingerprint"] == fingerprint(tasks[1].scenario)
+    assert done[1]["fingerprint"] == fingerprint(tasks[1].scenario, tasks[1].policy)
     other = tasks[1].scenario.model_copy(update={"name": "other"})
     moved = [t if i != 1 else type(t)(**{**t.__dict__, "scenario": other}) for i, t in enumerate(tasks)]
     assert 1 not in reusable(moved, out)  # the log's scenario is not the planned one
+
+
+def test_resume_reruns_a_learned_policy_whose_model_file_changed(tmp_path, monkeypatch):
+    """A learned policy's rows carry the content hash of its model file (and config): swapping
+    model.zip for other bytes of the same size reruns that policy's runs and no other."""
+    import sys
+    import types
+
+    import baselines
+
+    def run_learned(spec, scenario, seed):
+        return make_sim(scenario, seed).run(baselines.make("fifo"))
+
+    monkeypatch.setitem(sys.modules, "agents.learned", types.SimpleNamespace(run_learned=run_learned))
+    model = tmp_path / "m" / "model.zip"
+    model.parent.mkdir()
+    model.write_bytes(b"weights A")
+    spec, out = f"maskableppo:{model}", tmp_path / "out"
+    path = _suite_file(tmp_path, **{"heuristics": ["fifo"], "scenarios.0.loads": [2]})
+    run_suite(path, out, progress=False, say=_quiet, extra=[spec])
+    suite, where = load_suite(path)
+    tasks = plan(suite, instances(suite, where, _quiet), out, [spec])
+    mine = {i for i, t in enumerate(tasks) if t.policy == spec}
+    assert mine and sorted(reusable(tasks, out)) == list(range(len(tasks)))
+    model.write_bytes(b"weights B")
+    assert sorted(reusable(tasks, out)) == sorted(set(range(len(tasks))) - mine)
+    res = run_suite(path, out, progress=False, say=_quiet, extra=[spec], resume=True)
+    assert res["reused"] == len(tasks) - len(mine)
+
+
+def _logs(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted((out / "logs").rglob("*.jsonl"))}
+
+
+def _consistent(out: Path) -> None:
+    """Every row of runs.csv has its decision log, run on the scenario the row's fingerprint names."""
+    suite, path = load_suite("tiny")
+    for r in _csv(out / "runs.csv", drop=()):
+        if r["policy"].startswith("maskableppo:"):
+            continue
+        w = "" if r["window"] == "" else f"-w{r['window']}"
+        log = out / "logs" / r["instance"] / r["split"] / f"{r['policy']}-s{r['seed']}{w}.jsonl"
+        head = json.loads(log.read_text().splitlines()[0])["header"]
+        from dlclusterenv.workload import Scenario
+
+        sc = Scenario.model_validate(head["scenario"])
+        assert fingerprint(sc, r["policy"]) == r["fingerprint"], log
+
+
+def test_a_killed_benchmark_leaves_out_as_it_was_and_resume_reuses_its_finished_runs(tmp_path, monkeypatch,
+                                                                                     capsys):
+    """Runs write their logs and rows to a hidden stage: a benchmark stopped part way (here: the
+    third run raises) leaves the earlier CSVs and logs untouched, `--resume` reuses the two runs it
+    finished, and the result equals an uninterrupted run's (wall times aside)."""
+    import shutil
+
+    import dlclusterenv.benchmark as bm
+
+    one = {"heuristics": ["fifo"], "scenarios.0.loads": [2]}
+    first = _suite_file(tmp_path, **one)
+    out = tmp_path / "out"
+    run_suite(first, out, progress=False, say=_quiet)
+    before = {n: (out / n).read_bytes() for n in ("runs.csv", "leaderboard.csv", "check.csv", "suite.json")}
+    logs = _logs(out)
+    (tmp_path / "b").mkdir()
+    changed = _suite_file(tmp_path / "b", **one, **{"scenarios.0.ps_fraction": 0.25})  # same log names
+    real, ran = bm.run_task, []
+
+    def stopping(task):
+        if len(ran) == 2:
+            raise KeyboardInterrupt
+        ran.append(task)
+        return real(task)
+
+    monkeypatch.setattr(bm, "run_task", stopping)
+    with pytest.raises(KeyboardInterrupt):
+        run_suite(changed, out, progress=False, say=_quiet)
+    assert {n: (out / n).read_bytes() for n in before} == before and _logs(out) == logs
+    _consistent(out)
+    assert list((out / ".staging").rglob("*.jsonl"))  # the finished runs wait there
+    capsys.readouterr()
+    assert main(["benchmark", "--validate", str(out)]) == 0  # the results' logs, not the stage's
+    assert capsys.readouterr().out.startswith(f"{len(logs)} decision log(s) replayed")
+    monkeypatch.setattr(bm, "run_task", real)
+    res = run_suite(changed, out, progress=False, say=_quiet, resume=True)
+    assert res["reused"] == 2 and not (out / ".staging").exists() and not (out / ".commit").exists()
+    _consistent(out)
+    fresh = tmp_path / "fresh"
+    run_suite(changed, fresh, progress=False, say=_quiet)
+    for name in ("runs.csv", "leaderboard.csv", "check.csv"):
+        assert _csv(out / name) == _csv(fresh / name), name
+    assert _logs(out) == _logs(fresh)
+    # a stage left by a killed run is not reused without --resume, nor is a stale staged run with it
+    monkeypatch.setattr(bm, "run_task", stopping)
+    ran.clear()
+    with pytest.raises(KeyboardInterrupt):
+        run_suite(first, out, progress=False, say=_quiet)
+    monkeypatch.setattr(bm, "run_task", real)
+    assert run_suite(changed, out, progress=False, say=_quiet, resume=True)["reused"] == res["runs"]
+    assert not (out / ".staging").exists()
+    shutil.rmtree(fresh)
+
+
+def test_a_commit_stopped_part_way_is_finished_by_the_next_benchmark(tmp_path, monkeypatch):
+    """A benchmark SIGKILLed while renaming its outputs into place (simulated: the renames stop
+    after the first file) leaves `.commit/`; the next benchmark into `out` moves the rest in first,
+    so its --resume finds every run of the committed one."""
+    import dlclusterenv.benchmark as bm
+    import dlclusterenv.evaluate as ev
+
+    path = _suite_file(tmp_path, **{"heuristics": ["fifo"], "scenarios.0.loads": [2]})
+    out = tmp_path / "out"
+    real = ev.move_all
+
+    def one_file_then_killed(stage, dest):
+        src = sorted(p for p in stage.rglob("*") if p.is_file())[0]
+        (dest / src.relative_to(stage)).parent.mkdir(parents=True, exist_ok=True)
+        src.rename(dest / src.relative_to(stage))
+        raise SystemExit(-9)
+
+    monkeypatch.setattr(bm, "move_all", one_file_then_killed)
+    with pytest.raises(SystemExit):
+        run_suite(path, out, progress=False, say=_quiet)
+    assert (out / ".commit").is_dir() and not (out / "runs.csv").exists()
+    monkeypatch.setattr(bm, "move_all", real)
+    res = run_suite(path, out, progress=False, say=_quiet, resume=True)
+    assert res["reused"] == res["runs"] and not (out / ".commit").exists()
+    _consistent(out)
 
 
 def test_cli_resume_flag(tmp_path, capsys):

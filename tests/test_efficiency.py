@@ -52,6 +52,24 @@ def test_efficiency_formula_known_case():
     assert two.mean_inverse(16) == pytest.approx(0.25 * 42 / 12 + 0.75 * 72 / 42)
 
 
+def test_engine_and_scheduler_views_share_one_formula():
+    """PhiTable (the engine) and JobView (what schedulers read) both compute efficiency.gain: equal
+    to the last bit over a grid of phi, local batch and workers; inf phi in a view means E = 1."""
+    import dataclasses
+    import math
+
+    from dlclusterenv.efficiency import gain
+
+    view = toy_sim(16, PGNS(TOY)).view().jobs[0]
+    for phi in (0.3, 10.0, 1234.5678, 1e9):
+        for b in (1, 7, 32, 256):
+            t = PhiTable((0.0,), (phi,), b)
+            for w in (1, 2, 3, 16, 64):
+                v = dataclasses.replace(view, noise_scale=phi, local_batch=b)
+                assert t.efficiency(0, w) == v.efficiency(w) == gain(phi, b, w) == (phi + b) / (phi + w * b)
+    assert dataclasses.replace(view, noise_scale=math.inf).efficiency(16) == 1.0
+
+
 def test_sixteen_workers_finish_later_and_at_the_predicted_time():
     plain = toy_sim(16)
     v = run_alone(plain)

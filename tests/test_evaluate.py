@@ -233,6 +233,39 @@ def test_resume_refuses_runs_saved_before_the_trace_file_changed(tmp_path):
         evaluate(sc, ["fifo"], 1, out, workers=1, progress=False, resume=True)
 
 
+def test_resume_refuses_runs_of_a_swapped_model_file(tmp_path, monkeypatch):
+    """A learned policy's saved run is keyed on its model file's and config's content: the same
+    bytes written again (new mtime) resume; other bytes in model.zip or config.yaml are refused,
+    naming the file; a baseline's saved run is not affected by either."""
+    import os
+
+    def run_learned(spec, scenario, seed):
+        import baselines
+
+        return make_sim(scenario, seed).run(baselines.make("fifo"))
+
+    monkeypatch.setitem(sys.modules, "agents.learned", types.SimpleNamespace(run_learned=run_learned))
+    model = tmp_path / "m" / "model.zip"
+    model.parent.mkdir()
+    model.write_bytes(b"weights A")
+    (model.parent / "config.yaml").write_text("algo: ppo\n")
+    spec, out = f"ppo:{model}", tmp_path / "out"
+    evaluate("tiny", ["fifo", spec], 1, out, workers=1, progress=False)
+    model.write_bytes(b"weights A")  # rewritten with the same bytes
+    st = model.stat()
+    os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    evaluate("tiny", ["fifo", spec], 1, out, workers=1, progress=False, resume=True)
+    model.write_bytes(b"weights B")  # same size, another model
+    with pytest.raises(EvaluateError, match=r"ppo%3A.*model.zip.seed0.json was run on another version of "
+                       r"the model file \(now: model file .*model.zip: sha256 [0-9a-f]{64}\)"):
+        evaluate("tiny", ["fifo", spec], 1, out, workers=1, progress=False, resume=True)
+    evaluate("tiny", ["fifo"], 1, out, workers=1, progress=False, resume=True)  # fifo's run is kept
+    evaluate("tiny", ["fifo", spec], 1, out, workers=1, progress=False)  # rerun without --resume
+    (model.parent / "config.yaml").write_text("algo: ppo\nenv: {id: Other-v0}\n")
+    with pytest.raises(EvaluateError, match="another version of the model config"):
+        evaluate("tiny", ["fifo", spec], 1, out, workers=1, progress=False, resume=True)
+
+
 def test_resume_key_names_the_trace_file_not_the_checkout_path(tmp_path, monkeypatch):
     """A relative trace path resolves against the repository root; two checkouts beside the same
     data (`/work/a/../shared/x`, `/work/b/../shared/x`) must give one key, or `--resume` from a

@@ -160,6 +160,7 @@ def test_killed_benchmark_stops_its_workers_and_leaves_whole_csvs(tmp_path, sig)
     assert main(["benchmark", "tiny", "--out", str(out), "--workers", "1"]) == 0
     csvs = {p.name: p.read_bytes() for p in out.glob("*.csv")}
     assert set(csvs) == {"runs.csv", "leaderboard.csv", "check.csv"}
+    logs = {p: p.read_bytes() for p in (out / "logs").rglob("*.jsonl")}
     suite = yaml.safe_load((ROOT / "configs" / "benchmarks" / "tiny.yaml").read_text())
     suite["scenarios"][0].update(scenario="default_500", loads=[1])  # busy for many seconds
     (tmp_path / "long.yaml").write_text(yaml.safe_dump(suite))
@@ -179,6 +180,7 @@ def test_killed_benchmark_stops_its_workers_and_leaves_whole_csvs(tmp_path, sig)
             os.killpg(proc.pid, signal.SIGKILL)
         proc.stderr.close()
     assert {p.name: p.read_bytes() for p in out.glob("*.csv")} == csvs
+    assert {p: p.read_bytes() for p in (out / "logs").rglob("*.jsonl")} == logs  # new ones are staged
     for log in (out / "logs").rglob("*"):  # decision logs are written whole or not at all
         assert not log.is_file() or json.loads(log.read_text().splitlines()[-1])["metrics"]
 
