@@ -64,3 +64,29 @@ def test_stale_fit_cache_is_not_used_after_an_engine_event():
         if env._obs_gen != gen:
             return
     pytest.fail("no engine event in 50 deferrals")
+
+
+def test_batched_rows_and_masks_equal_single_envs_on_default():
+    """The batched env's sub-envs write their observations into its rows and masks into its
+    buffer; what it hands out equals single envs and is a copy (writing into it changes nothing)."""
+    n = 3
+    vec = gym.make_vec("DLClusterPlace-v0", num_envs=n, vectorization_mode="vector_entry_point",
+                       scenario="default")
+    singles = [gym.make("DLClusterPlace-v0", scenario="default").unwrapped for _ in range(n)]
+    obs, _ = vec.reset(seed=4)
+    for i, e in enumerate(singles):
+        e.reset(seed=4 + i)
+    rng = np.random.default_rng(4)
+    for t in range(150):
+        masks = vec.action_masks()
+        masks[:] = False
+        obs[next(iter(obs))][:] = 7.0
+        masks = vec.action_masks()
+        for i, e in enumerate(singles):
+            assert np.array_equal(masks[i], e.action_masks()), f"step {t} env {i}"
+        actions = np.array([rng.choice(np.flatnonzero(m)) for m in masks])
+        obs, *_ = vec.step(actions)
+        for i, e in enumerate(singles):
+            o, *_ = e.step(int(actions[i]))
+            for k, v in o.items():
+                assert np.array_equal(obs[k][i], v), f"step {t} env {i}: {k}"
