@@ -165,12 +165,12 @@ class _ProposalEnv(ClusterEnv):
         self._released.add(job.job_id)
         self._view_jobs.add(job.job_id)
 
-    def _write_obs(self, out: dict[str, np.ndarray]) -> None:
+    def _write_own(self, out: dict[str, np.ndarray]) -> None:
         """The round so far is part of the state: nodes and the free-GPU fraction show the capacity
         left after this round's proposals, each job slot its proposed (p, w), and the queue
         features leave out the jobs this round starts. Without this the observation
         does not change within a round, and a policy cannot tell how much it has already added."""
-        for k, v in self._round_view().items():
+        for k, v in self._round_view().items():  # the arrays the round changes
             out[k][...] = v
 
     def _round_view(self) -> dict[str, np.ndarray]:
@@ -179,7 +179,7 @@ class _ProposalEnv(ClusterEnv):
         state = self._state_obs()
         slots = self.slots()
         if self._view is None or self._view_gen != self._obs_gen:
-            self._view = {k: v.copy() for k, v in state.items()}
+            self._view = {k: state[k].copy() for k in ("nodes", "jobs", "global")}
             self._view_gen = self._obs_gen
             self._starting: dict[int, float] = {}  # slot -> GPUs asked, of jobs the round starts
             nodes, jobs = range(self.cluster.n_nodes), range(len(slots))

@@ -410,18 +410,24 @@ class ClusterEnv(gym.Env):
         return self.sim.active_jobs()[: self.max_jobs]
 
     def _obs(self) -> dict[str, np.ndarray]:
-        """A fresh observation (callers may write into it): `_write_obs` into new arrays."""
-        out = {k: np.empty_like(v) for k, v in self._state_obs().items()}
+        """A fresh observation (callers may write into it): copies of the state's arrays, then
+        the env's own parts (`_write_own`)."""
+        out = {k: v.copy() for k, v in self._state_obs().items()}
         for k in self.extra_obs_keys:
             out[k] = np.empty(self.observation_space[k].shape, np.float32)
-        self._write_obs(out)
+        self._write_own(out)
         return out
 
     def _write_obs(self, out: dict[str, np.ndarray]) -> None:
-        """Write the observation into `out`'s arrays (a fresh dict, or the batched env's rows, so
-        a batched step copies each array once). Subclasses add their own parts after this one."""
+        """Write the observation into `out`'s arrays: the batched env's rows, so that a batched
+        step copies each array once."""
         for k, v in self._state_obs().items():
             out[k][...] = v
+        self._write_own(out)
+
+    def _write_own(self, out: dict[str, np.ndarray]) -> None:
+        """What a subclass shows over the state (`out` holds the state's arrays): the focal task,
+        the round's proposals, its own arrays (`extra_obs_keys`)."""
 
     def _state_obs(self) -> dict[str, np.ndarray]:
         """What the simulator's state shows (no focal task), rebuilt only when the simulator
@@ -502,38 +508,34 @@ class ClusterEnv(gym.Env):
         self._n_running = len(active) - len(waiting)
 
     def _glob(self) -> np.ndarray:
+        """The `global` features. Each is >= 0 and clipped to 1 before the float32 cast, which
+        equals clipping after it (the cast is monotone and 1 is exact)."""
         c, sim = self.cluster, self.sim
-        glob = np.array(
-            (
-                1.0 - math.exp(-sim.now / (100 * self.time_scale_s)),
-                0.0,
-                self._n_running / self.max_jobs,
-                sim.free_gpus.sum() / max(c.n_gpus, 1),
-                (c.cpus - sim.used_cpu).sum() / self._total_cpus,
-                0.0,
-                0.0,
-            ),
-            np.float32,
-        )
-        self._set_queue(glob, *self._waiting)
-        np.minimum(glob, 1.0, out=glob)  # all features are >= 0; nodes' are fractions already
-        return glob
+        queue, waiting, demand = self._queue_features(*self._waiting)
+        return np.array([min(v, 1.0) for v in (
+            1.0 - math.exp(-sim.now / (100 * self.time_scale_s)),
+            queue,
+            self._n_running / self.max_jobs,
+            sim.free_gpus.sum() / max(c.n_gpus, 1),
+            (c.cpus - sim.used_cpu).sum() / self._total_cpus,
+            waiting,
+            demand,
+        )], np.float32)
 
     def _patch_state(self, before: tuple, nodes: tuple[int, ...], jobs: tuple[Job, ...]) -> bool:
         """After an action that changed only `nodes`' resources and `jobs`' tasks (not the
         clock, not the set of active jobs), bring the state cache from stamp `before` to now by
-        recomputing those rows, equal to a rebuild. False (nothing done; the next read rebuilds)
-        if the cache did not show `before` or the clock moved."""
+        recomputing what they show, equal to a rebuild. False (nothing done; the next read
+        rebuilds) if the cache did not show `before` or the clock moved."""
         sim, c = self.sim, self.cluster
         if self._state_stamp != before or sim.now != before[2]:
             return False
         cache = self._state_cache
         for a in nodes:
-            cache["nodes"][a, 1:4] = (
-                (c.cpus[a] - sim.used_cpu[a]) / c.cpus[a],
-                (c.memory[a] - sim.used_mem[a]) / c.memory[a],
-                sim.free_gpus[a] / max(c.gpus[a], 1),
-            )
+            row, cpus, mem = cache["nodes"][a], c.cpus[a], c.memory[a]
+            row[1] = (cpus - sim.used_cpu[a]) / cpus
+            row[2] = (mem - sim.used_mem[a]) / mem
+            row[3] = sim.free_gpus[a] / max(c.gpus[a], 1)
         status_changed = False
         for j in jobs:
             i = self._slot_index.get(j.job_id)
@@ -543,19 +545,27 @@ class ClusterEnv(gym.Env):
             old = self._job_keys[i]
             if old != key:  # the clock stands: only the key's columns can have changed
                 status_changed |= old[2] != j.status
-                self._job_block[i, _KEY_COLS] = np.minimum(np.array(self._key_features(j), np.float32), 1.0)
+                row = self._job_block[i]
+                for col, v in zip(_KEY_COLS, self._key_features(j)):
+                    row[col] = min(v, 1.0)  # as the rebuild's clip (see _glob)
                 self._job_keys[i] = key
         if status_changed:
             self._count_waiting()
-        cache["global"] = self._glob()
+            cache["global"] = self._glob()
+        else:  # the resources' features only
+            glob = cache["global"]
+            glob[3] = min(sim.free_gpus.sum() / max(c.n_gpus, 1), 1.0)
+            glob[4] = min((c.cpus - sim.used_cpu).sum() / self._total_cpus, 1.0)
         self._state_stamp = (id(sim), sim.version, sim.now)
         return True
 
     def _set_queue(self, glob: np.ndarray, n: int, gpus: float) -> None:
         """The queue features of `global` for n waiting jobs that asked for `gpus` GPUs."""
-        glob[1] = min(n / self.max_jobs, 1.0)
-        glob[5] = n / (n + self.max_jobs)
-        glob[6] = gpus / (gpus + max(self.cluster.n_gpus, 1))
+        glob[1], glob[5], glob[6] = self._queue_features(n, gpus)
+
+    def _queue_features(self, n: int, gpus: float) -> tuple[float, float, float]:
+        return (min(n / self.max_jobs, 1.0), n / (n + self.max_jobs),
+                gpus / (gpus + max(self.cluster.n_gpus, 1)))
 
     def _info(self) -> dict:
         sim = self.sim

@@ -41,7 +41,7 @@ class PlacementEnv(ClusterEnv):
         self.defer = self.max_nodes
         self._fit_cache: dict = {}  # id(demand) -> (demand, where it fits), for _fit_gen
         self._fit_gen = -1
-        self._focal_cache: tuple = (-1, None, None)  # (generation, job, its tasks per node)
+        self._focal_cache: tuple = (-1, None, None, None, None, None)  # see _focal_parts
 
     def _begin_round(self) -> None:
         self._queue = [
@@ -74,8 +74,10 @@ class PlacementEnv(ClusterEnv):
         if self._patch_state(before, (a,), (job,)):  # still this generation: patch its caches
             for d, fit in self._fit_cache.values():
                 fit[a] = self._fits_at(a, d)
-            if self._focal_cache[1] is job:
-                self._focal_cache[2][a] += 1.0
+            _, cached, counts, share, _, _ = self._focal_cache
+            if cached is job:
+                counts[a] += 1.0
+                share[a] = counts[a] / max(len(job.tasks), 1)
 
     # ------------------------------------------------------------------ masks
     def _compute_masks(self) -> np.ndarray:
@@ -108,36 +110,43 @@ class PlacementEnv(ClusterEnv):
         )
 
     # ------------------------------------------------------------------ observation
-    def _write_obs(self, out: dict[str, np.ndarray]) -> None:
+    def _write_own(self, out: dict[str, np.ndarray]) -> None:
         """The state, plus the focal task: its job's share of tasks per node (column 6), the nodes
         holding its data (7) and the `task` features (ClusterEnv's Observation Space)."""
-        super()._write_obs(out)
         job, role = self._focal()
         if job is None:
             return
+        share, data, task = self._focal_parts(job, role)
         nodes, n = out["nodes"], self.cluster.n_nodes
-        nodes[:n, 6] = self._focal_counts(job)
-        nodes[:n, 6] /= max(len(job.tasks), 1)
-        nodes[list(job.spec.shard_nodes), 7] = 1.0
-        d = job.model.ps if role == "ps" else job.model.worker
-        out["task"][:] = (
-            role == "ps",
-            role == "worker",
-            d.cpu / self._max_cpus,
-            d.mem_gb / self._max_mem,
-            d.gpu,
-            self._slot_index.get(job.job_id, 0) / self.max_jobs,
-        )
+        nodes[:n, 6] = share
+        nodes[:n, 7] = data
+        out["task"][...] = task
 
-    def _focal_counts(self, job) -> np.ndarray:
-        """Tasks of `job` per node (float32), kept for the state generation; `_act` adds the
-        placements it makes (the only way a job's tasks change within a generation)."""
-        gen, cached, counts = self._focal_cache
-        if gen == self._obs_gen and cached is job:
-            return counts
-        counts = np.zeros(self.cluster.n_nodes, np.float32)
-        for t in job.tasks.values():
-            if t.node >= 0:
-                counts[t.node] += 1.0
-        self._focal_cache = (self._obs_gen, job, counts)
-        return counts
+    def _focal_parts(self, job, role: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Node columns 6 and 7 and the `task` row of the focal task, kept for the state
+        generation; `_act` adds the placements it makes (the only way a job's tasks change within
+        a generation). Column 6 is the tasks per node over the job's tasks, in float32."""
+        gen, cached, counts, share, data, task = self._focal_cache
+        if gen != self._obs_gen or cached is not job:
+            n = self.cluster.n_nodes
+            counts = np.zeros(n, np.float32)
+            for t in job.tasks.values():
+                if t.node >= 0:
+                    counts[t.node] += 1.0
+            share = counts / max(len(job.tasks), 1)
+            data = np.zeros(n, np.float32)
+            data[list(job.spec.shard_nodes)] = 1.0
+            task = {}
+            self._focal_cache = (self._obs_gen, job, counts, share, data, task)
+        row = task.get(role)
+        if row is None:
+            d = job.model.ps if role == "ps" else job.model.worker
+            row = task[role] = np.array((
+                role == "ps",
+                role == "worker",
+                d.cpu / self._max_cpus,
+                d.mem_gb / self._max_mem,
+                d.gpu,
+                self._slot_index.get(job.job_id, 0) / self.max_jobs,
+            ), np.float32)
+        return share, data, row

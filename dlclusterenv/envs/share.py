@@ -416,8 +416,7 @@ class ShareEnv(ClusterEnv):
             cores = self._cores.get(tid, 0.0) / c.cpus[node] if kept else 0.0
             rows[t] = (1.0, prefix == "w", node / N, (c.gpu_slot[g] / G) if g >= 0 else 0.0, kept, lim, min(cores, 1.0))
 
-    def _write_obs(self, out: dict[str, np.ndarray]) -> None:
-        super()._write_obs(out)  # the shared part shows the decision point (cached on it)
+    def _write_own(self, out: dict[str, np.ndarray]) -> None:
         if self._gpu_block is None:  # changes only with placements and modes
             gpus = np.zeros((self.max_nodes * self.max_gpus, GPU_F), np.float32)
             cell = self._gpu_cell
