@@ -3,7 +3,7 @@
 DLClusterPlace-v0 on `default`).
 
     python benchmarks/env_speed.py [--scenario default] [--steps 5000] [--num-envs 16 64]
-        [--repeats 2] [--ids DLClusterPlace-v0 ...] [--no-sync]
+        [--repeats 2] [--ids DLClusterPlace-v0 ...] [--batched-ids ...] [--no-sync]
 
 Both envs take uniformly random actions (ours: among the actions its mask allows, so the
 simulator does real work); resets are included in the time. Times are CPU seconds of this process
@@ -68,6 +68,7 @@ def main() -> None:
     ap.add_argument("--num-envs", type=int, nargs="+", default=[16])
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--ids", nargs="+", default=list(dlclusterenv.ENV_IDS))
+    ap.add_argument("--batched-ids", nargs="+", help="ids of the batched part (default: --ids)")
     ap.add_argument("--no-sync", action="store_true", help="skip the SyncVectorEnv comparison")
     a = ap.parse_args()
     r, sc = a.repeats, a.scenario
@@ -80,7 +81,7 @@ def main() -> None:
         vcart = best(lambda: gym.make_vec("CartPole-v1", n, vectorization_mode="vector_entry_point"),
                      lambda v: vector_steps_per_s(v, a.steps, False), r)
         print(f"\nbatched, {n} envs (env steps/CPU-s)\n{'CartPole-v1 (native)':<30}{vcart:>12,.0f}")
-        for eid in a.ids:
+        for eid in a.batched_ids or a.ids:
             nat = best(lambda: gym.make_vec(eid, n, vectorization_mode="vector_entry_point", scenario=sc),
                        lambda v: vector_steps_per_s(v, a.steps, True), r)
             line = f"{eid + ' native':<30}{nat:>12,.0f}"

@@ -66,6 +66,8 @@ class _ProposalEnv(ClusterEnv):
         self._view: dict[str, np.ndarray] | None = None  # the round's observation (`_round_view`)
         self._view_nodes: set[int] = set()  # nodes and jobs an action changed since it was shown
         self._view_jobs: set[str] = set()
+        self._capped: set[int] = set()  # slots at the per-job task cap (`_fits`)
+        self._cap_jobs: set[str] = set()  # jobs whose proposal changed since _capped was updated
 
     def _round_over(self) -> bool:
         return self._ended or not self._masks()[:-1].any()
@@ -91,8 +93,13 @@ class _ProposalEnv(ClusterEnv):
     def _add(self, slot: int, role: str, node: int) -> None:
         job = self.slots()[slot]
         self._take(node, job.model.ps if role == "ps" else job.model.worker)
-        self._view_jobs.add(job.job_id)
+        self._changed(job.job_id)
         self._added.setdefault(job.job_id, {"ps": [], "worker": []})[role].append(node)
+
+    def _changed(self, jid: str) -> None:
+        """Every change of a job's proposal goes here, for the observation and the task cap."""
+        self._view_jobs.add(jid)
+        self._cap_jobs.add(jid)
 
     def _take(self, node: int, d, sign: int = 1) -> None:
         """Every change of the round's capacity goes here, so that _fits redoes only its node."""
@@ -113,19 +120,24 @@ class _ProposalEnv(ClusterEnv):
                 self._fit = self._cap.fits_many(self._need).reshape(len(slots), 2, -1)
                 self._slot_of = {j.job_id: i for i, j in enumerate(slots)}
                 self._no_ps = np.array([not j.uses_ps for j in slots])
+                self._capped, self._cap_jobs = set(), self._cap_jobs | set(self._added)
             else:  # fits_many's comparisons, one node at a time (a step changes one or two)
                 cap, need = self._cap, self._need
                 for a in self._dirty:
                     free = np.array((cap.cpu[a] + 1e-9, cap.mem[a] + 1e-9, cap.bw[a] + 1e-3, float(cap.gpu[a])))
                     self._fit[:, :, a] = (free >= need).all(axis=1).reshape(len(slots), 2)
             self._dirty.clear()
+        for jid in self._cap_jobs:  # only jobs given tasks this round can be at the cap
+            i = self._slot_of[jid]
+            if jid in self._added and sum(self._proposed(slots[i])) >= self.max_tasks_per_job:
+                self._capped.add(i)
+            else:
+                self._capped.discard(i)
+        self._cap_jobs.clear()
         ok = self._fit.copy()
         ok[self._no_ps, 0] = False  # all-reduce jobs have no PS
-        for jid, added in self._added.items():  # only jobs given tasks this round can be at the cap
-            i = self._slot_of[jid]
-            p, w = self._base(slots[i])
-            if p + w + len(added["ps"]) + len(added["worker"]) >= self.max_tasks_per_job:
-                ok[i] = False
+        if self._capped:
+            ok[sorted(self._capped)] = False
         return ok
 
     def _end_round(self) -> Decision:
@@ -163,7 +175,7 @@ class _ProposalEnv(ClusterEnv):
             for n in nodes:
                 self._take(n, job.model.ps if role == "ps" else job.model.worker, -1)
         self._released.add(job.job_id)
-        self._view_jobs.add(job.job_id)
+        self._changed(job.job_id)
 
     def _write_own(self, out: dict[str, np.ndarray]) -> None:
         """The round so far is part of the state: nodes and the free-GPU fraction show the capacity
@@ -189,13 +201,12 @@ class _ProposalEnv(ClusterEnv):
         self._view_nodes.clear()
         self._view_jobs.clear()
         view, c, cap = self._view, self.cluster, self._cap
-        if nodes:
-            idx = np.asarray(nodes, np.int64)
-            rows = state["nodes"][idx]
-            rows[:, 1] = cap.cpu[idx] / c.cpus[idx]
-            rows[:, 2] = cap.mem[idx] / c.memory[idx]
-            rows[:, 3] = cap.gpu[idx] / np.maximum(c.gpus[idx], 1)
-            view["nodes"][idx] = np.clip(rows, 0.0, 1.0)
+        for a in nodes:  # the other columns are the state's, within [0, 1] already
+            row = view["nodes"][a]
+            row[1] = cap.cpu[a] / c.cpus[a]
+            row[2] = cap.mem[a] / c.memory[a]
+            row[3] = cap.gpu[a] / max(c.gpus[a], 1)
+            np.clip(row[1:4], 0.0, 1.0, out=row[1:4])
         for i in jobs:  # a pending job's proposal starts from zero
             job = slots[i]
             p, w = self._proposed(job)
@@ -353,7 +364,7 @@ class AllocationEnv(_ProposalEnv):
         if not done:
             return
         add = self._added[job.job_id]
-        self._view_jobs.add(job.job_id)
+        self._changed(job.job_id)
         for role, _ in reversed(done):
             self._take(add[role].pop(), job.model.ps if role == "ps" else job.model.worker, -1)
         if not add["ps"] and not add["worker"]:
