@@ -41,7 +41,7 @@ NODE_F, JOB_F, TASK_F, GLOBAL_F = 8, 10, 6, 7
 
 SHAPED = ("traffic", "jct")
 MAX_JOBS = 16  # default job window (max_jobs)
-_KEY_COLS = [1, 2, 3, 9]  # job-row features of its key's state (the rest move with the clock)
+_KEY_COLS = (1, 2, 3, 9)  # job-row features of its key's state (the rest move with the clock)
 
 
 def _plain(v: Any) -> Any:
@@ -435,7 +435,8 @@ class ClusterEnv(gym.Env):
         clock that moved with nothing running. Within that, a job row is recomputed only when its
         job's state changed. An action whose effect the env knows (a placement) patches the rows
         it changed instead (`_patch_state`); this rebuild is the reference the patches are tested
-        against (tests/test_env_incremental.py). Callers copy what they change."""
+        against (tests/test_env_incremental.py, tests/test_env_patch.py). Callers copy what
+        they change."""
         c, sim = self.cluster, self.sim
         stamp = (id(sim), sim.version, sim.now)
         if self._state_stamp == stamp:
