@@ -1,12 +1,17 @@
-"""Env steps/s on a scenario against CartPole-v1 in the same run (goal: >= 0.3x on `default`),
-and the native batched envs' env steps/s (goal: >= 50,000 for DLClusterPlace-v0 on `default`).
+"""Env steps per CPU-second on a scenario against CartPole-v1 in the same run (goal: >= 0.3x on
+`default`), and the native batched envs' env steps per CPU-second (goal: >= 50,000 for
+DLClusterPlace-v0 on `default`).
 
-    python benchmarks/env_speed.py [--scenario default] [--steps 5000] [--num-envs 16]
+    python benchmarks/env_speed.py [--scenario default] [--steps 5000] [--num-envs 16 64]
+        [--repeats 2] [--ids DLClusterPlace-v0 ...] [--batched-ids ...] [--no-sync]
 
 Both envs take uniformly random actions (ours: among the actions its mask allows, so the
-simulator does real work); resets are included in the time. Batched: gym.make_vec(id, N,
-vectorization_mode="vector_entry_point") beside gymnasium's SyncVectorEnv of the same id and
-CartPole's own vector env, each stepped `steps` env steps in all (steps / N calls).
+simulator does real work); resets are included in the time. Times are CPU seconds of this process
+(`time.process_time`), the best of `--repeats` runs: the machine is shared, and wall time counts
+the other processes' turns. Batched: gym.make_vec(id, N, vectorization_mode="vector_entry_point")
+beside gymnasium's SyncVectorEnv of the same id and CartPole's own vector env, each stepped
+`steps` env steps in all (steps / N calls). To compare two trees, run this script with each on
+PYTHONPATH in turn (it uses only `dlclusterenv.ENV_IDS` and gym ids).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import dlclusterenv
 def steps_per_s(env: gym.Env, steps: int, masked: bool) -> float:
     rng = np.random.default_rng(0)
     env.reset(seed=0)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for _ in range(steps):
         if masked:
             a = int(rng.choice(np.flatnonzero(env.unwrapped.action_masks())))
@@ -32,14 +37,14 @@ def steps_per_s(env: gym.Env, steps: int, masked: bool) -> float:
         _, _, term, trunc, _ = env.step(a)
         if term or trunc:
             env.reset()
-    return steps / (time.perf_counter() - t0)
+    return steps / (time.process_time() - t0)
 
 
 def vector_steps_per_s(vec, steps: int, masked: bool) -> float:
     rng = np.random.default_rng(0)
     vec.reset(seed=0)
     n = vec.num_envs
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for _ in range(max(steps // n, 1)):
         if masked:
             masks = vec.action_masks() if hasattr(vec, "action_masks") else np.stack(
@@ -48,30 +53,43 @@ def vector_steps_per_s(vec, steps: int, masked: bool) -> float:
         else:
             a = vec.action_space.sample()
         vec.step(a)  # autoreset: ended episodes restart on the next step
-    return max(steps // n, 1) * n / (time.perf_counter() - t0)
+    return max(steps // n, 1) * n / (time.process_time() - t0)
+
+
+def best(make, run, repeats: int) -> float:
+    """The best of `repeats` runs, each on a freshly made env."""
+    return max(run(make()) for _ in range(repeats))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scenario", default="default")
     ap.add_argument("--steps", type=int, default=5000)
-    ap.add_argument("--num-envs", type=int, default=16)
+    ap.add_argument("--num-envs", type=int, nargs="+", default=[16])
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--ids", nargs="+", default=list(dlclusterenv.ENV_IDS))
+    ap.add_argument("--batched-ids", nargs="+", help="ids of the batched part (default: --ids)")
+    ap.add_argument("--no-sync", action="store_true", help="skip the SyncVectorEnv comparison")
     a = ap.parse_args()
-    cart = steps_per_s(gym.make("CartPole-v1"), a.steps, masked=False)
-    print(f"{'CartPole-v1':<22}{cart:>12,.0f} steps/s")
-    for eid in dlclusterenv.ENV_IDS:
-        s = steps_per_s(gym.make(eid, scenario=a.scenario), a.steps, masked=True)
-        print(f"{eid:<22}{s:>12,.0f} steps/s  {s / cart:6.3f}x CartPole")
-    n = a.num_envs
-    vcart = vector_steps_per_s(gym.make_vec("CartPole-v1", n, vectorization_mode="vector_entry_point"),
-                               a.steps, masked=False)
-    print(f"\nbatched, {n} envs (env steps/s)\n{'CartPole-v1 (native)':<30}{vcart:>12,.0f}")
-    for eid in dlclusterenv.ENV_IDS:
-        nat = vector_steps_per_s(gym.make_vec(eid, n, vectorization_mode="vector_entry_point",
-                                              scenario=a.scenario), a.steps, masked=True)
-        sync = vector_steps_per_s(gym.make_vec(eid, n, vectorization_mode="sync", scenario=a.scenario),
-                                  a.steps, masked=True)
-        print(f"{eid + ' native':<30}{nat:>12,.0f}   sync {sync:>10,.0f}   native/sync {nat / sync:5.2f}")
+    r, sc = a.repeats, a.scenario
+    cart = best(lambda: gym.make("CartPole-v1"), lambda e: steps_per_s(e, a.steps, False), r)
+    print(f"{'CartPole-v1':<22}{cart:>12,.0f} steps/CPU-s")
+    for eid in a.ids:
+        s = best(lambda: gym.make(eid, scenario=sc), lambda e: steps_per_s(e, a.steps, True), r)
+        print(f"{eid:<22}{s:>12,.0f} steps/CPU-s  {s / cart:6.3f}x CartPole  {1e6 / s:7.1f} us/step")
+    for n in a.num_envs:
+        vcart = best(lambda: gym.make_vec("CartPole-v1", n, vectorization_mode="vector_entry_point"),
+                     lambda v: vector_steps_per_s(v, a.steps, False), r)
+        print(f"\nbatched, {n} envs (env steps/CPU-s)\n{'CartPole-v1 (native)':<30}{vcart:>12,.0f}")
+        for eid in a.batched_ids or a.ids:
+            nat = best(lambda: gym.make_vec(eid, n, vectorization_mode="vector_entry_point", scenario=sc),
+                       lambda v: vector_steps_per_s(v, a.steps, True), r)
+            line = f"{eid + ' native':<30}{nat:>12,.0f}"
+            if not a.no_sync:
+                sync = best(lambda: gym.make_vec(eid, n, vectorization_mode="sync", scenario=sc),
+                            lambda v: vector_steps_per_s(v, a.steps, True), r)
+                line += f"   sync {sync:>10,.0f}   native/sync {nat / sync:5.2f}"
+            print(line)
 
 
 if __name__ == "__main__":

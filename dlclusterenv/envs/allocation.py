@@ -63,6 +63,11 @@ class _ProposalEnv(ClusterEnv):
         self._added: dict[str, dict[str, list[int]]] = {}
         self._released: set[str] = set()
         self._ended = False
+        self._view: dict[str, np.ndarray] | None = None  # the round's observation (`_round_view`)
+        self._view_nodes: set[int] = set()  # nodes and jobs an action changed since it was shown
+        self._view_jobs: set[str] = set()
+        self._capped: set[int] = set()  # slots at the per-job task cap (`_fits`)
+        self._cap_jobs: set[str] = set()  # jobs whose proposal changed since _capped was updated
 
     def _round_over(self) -> bool:
         return self._ended or not self._masks()[:-1].any()
@@ -88,12 +93,19 @@ class _ProposalEnv(ClusterEnv):
     def _add(self, slot: int, role: str, node: int) -> None:
         job = self.slots()[slot]
         self._take(node, job.model.ps if role == "ps" else job.model.worker)
+        self._changed(job.job_id)
         self._added.setdefault(job.job_id, {"ps": [], "worker": []})[role].append(node)
+
+    def _changed(self, jid: str) -> None:
+        """Every change of a job's proposal goes here, for the observation and the task cap."""
+        self._view_jobs.add(jid)
+        self._cap_jobs.add(jid)
 
     def _take(self, node: int, d, sign: int = 1) -> None:
         """Every change of the round's capacity goes here, so that _fits redoes only its node."""
         self._cap.take(node, d, sign)
         self._dirty.add(node)
+        self._view_nodes.add(node)
 
     def _fits(self) -> np.ndarray:
         """(slots, 2 roles, nodes): where one more PS / worker of each slot's job fits the round's
@@ -108,19 +120,24 @@ class _ProposalEnv(ClusterEnv):
                 self._fit = self._cap.fits_many(self._need).reshape(len(slots), 2, -1)
                 self._slot_of = {j.job_id: i for i, j in enumerate(slots)}
                 self._no_ps = np.array([not j.uses_ps for j in slots])
-            else:
-                idx = np.fromiter(self._dirty, int)
-                cap = self._cap
-                part = Capacity(cap.cpu[idx], cap.mem[idx], cap.bw[idx], cap.gpu[idx])
-                self._fit[:, :, idx] = part.fits_many(self._need).reshape(len(slots), 2, -1)
+                self._capped, self._cap_jobs = set(), self._cap_jobs | set(self._added)
+            else:  # fits_many's comparisons, one node at a time (a step changes one or two)
+                cap, need = self._cap, self._need
+                for a in self._dirty:
+                    free = np.array((cap.cpu[a] + 1e-9, cap.mem[a] + 1e-9, cap.bw[a] + 1e-3, float(cap.gpu[a])))
+                    self._fit[:, :, a] = (free >= need).all(axis=1).reshape(len(slots), 2)
             self._dirty.clear()
+        for jid in self._cap_jobs:  # only jobs given tasks this round can be at the cap
+            i = self._slot_of[jid]
+            if jid in self._added and sum(self._proposed(slots[i])) >= self.max_tasks_per_job:
+                self._capped.add(i)
+            else:
+                self._capped.discard(i)
+        self._cap_jobs.clear()
         ok = self._fit.copy()
         ok[self._no_ps, 0] = False  # all-reduce jobs have no PS
-        for jid, added in self._added.items():  # only jobs given tasks this round can be at the cap
-            i = self._slot_of[jid]
-            p, w = self._base(slots[i])
-            if p + w + len(added["ps"]) + len(added["worker"]) >= self.max_tasks_per_job:
-                ok[i] = False
+        if self._capped:
+            ok[sorted(self._capped)] = False
         return ok
 
     def _end_round(self) -> Decision:
@@ -158,28 +175,54 @@ class _ProposalEnv(ClusterEnv):
             for n in nodes:
                 self._take(n, job.model.ps if role == "ps" else job.model.worker, -1)
         self._released.add(job.job_id)
+        self._changed(job.job_id)
 
-    def _obs(self) -> dict[str, np.ndarray]:
+    def _write_own(self, out: dict[str, np.ndarray]) -> None:
         """The round so far is part of the state: nodes and the free-GPU fraction show the capacity
         left after this round's proposals, each job slot its proposed (p, w), and the queue
         features leave out the jobs this round starts. Without this the observation
         does not change within a round, and a policy cannot tell how much it has already added."""
-        obs = super()._obs()
-        c, cap, n = self.cluster, self._cap, self.cluster.n_nodes
-        obs["nodes"][:n, 1] = cap.cpu / c.cpus
-        obs["nodes"][:n, 2] = cap.mem / c.memory
-        obs["nodes"][:n, 3] = cap.gpu / np.maximum(c.gpus, 1)
-        n_wait, gpus_wait = self._waiting
-        for i, job in enumerate(self.slots()):  # a pending job's proposal starts from zero
+        for k, v in self._round_view().items():  # the arrays the round changes
+            out[k][...] = v
+
+    def _round_view(self) -> dict[str, np.ndarray]:
+        """The round's observation, built from the state once per round (and state generation)
+        and then redone only on the nodes and job slots the actions since changed."""
+        state = self._state_obs()
+        slots = self.slots()
+        if self._view is None or self._view_gen != self._obs_gen:
+            self._view = {k: state[k].copy() for k in ("nodes", "jobs", "global")}
+            self._view_gen = self._obs_gen
+            self._starting: dict[int, float] = {}  # slot -> GPUs asked, of jobs the round starts
+            nodes, jobs = range(self.cluster.n_nodes), range(len(slots))
+        else:
+            nodes = sorted(self._view_nodes)
+            jobs = sorted({self._slot_index[jid] for jid in self._view_jobs})
+        self._view_nodes.clear()
+        self._view_jobs.clear()
+        view, c, cap = self._view, self.cluster, self._cap
+        for a in nodes:  # the other columns are the state's, within [0, 1] already
+            row = view["nodes"][a]
+            row[1] = cap.cpu[a] / c.cpus[a]
+            row[2] = cap.mem[a] / c.memory[a]
+            row[3] = cap.gpu[a] / max(c.gpus[a], 1)
+            np.clip(row[1:4], 0.0, 1.0, out=row[1:4])
+        for i in jobs:  # a pending job's proposal starts from zero
+            job = slots[i]
             p, w = self._proposed(job)
-            obs["jobs"][i, 2] = min(p / 16, 1.0)
-            obs["jobs"][i, 3] = min(w / 32, 1.0)
+            view["jobs"][i, 2] = min(p / 16, 1.0)
+            view["jobs"][i, 3] = min(w / 32, 1.0)
+            self._starting.pop(i, None)
             if job.status != "running" and self._runs(job, p, w):  # starts now
-                n_wait, gpus_wait = n_wait - 1, gpus_wait - job.spec.num_workers * job.model.worker.gpu
-        obs["global"][3] = cap.gpu.sum() / max(c.n_gpus, 1)
-        self._set_queue(obs["global"], n_wait, gpus_wait)
-        np.clip(obs["nodes"], 0.0, 1.0, out=obs["nodes"])
-        return obs
+                self._starting[i] = job.spec.num_workers * job.model.worker.gpu
+        n_wait, gpus_wait = self._waiting
+        for i in sorted(self._starting):
+            n_wait, gpus_wait = n_wait - 1, gpus_wait - self._starting[i]
+        glob = view["global"]
+        glob[:] = state["global"]
+        glob[3] = cap.gpu.sum() / max(c.n_gpus, 1)
+        self._set_queue(glob, n_wait, gpus_wait)
+        return view
 
     def _act(self, a: int) -> None:
         if a == self.action_space.n - 1:
@@ -321,6 +364,7 @@ class AllocationEnv(_ProposalEnv):
         if not done:
             return
         add = self._added[job.job_id]
+        self._changed(job.job_id)
         for role, _ in reversed(done):
             self._take(add[role].pop(), job.model.ps if role == "ps" else job.model.worker, -1)
         if not add["ps"] and not add["worker"]:

@@ -41,6 +41,7 @@ NODE_F, JOB_F, TASK_F, GLOBAL_F = 8, 10, 6, 7
 
 SHAPED = ("traffic", "jct")
 MAX_JOBS = 16  # default job window (max_jobs)
+_KEY_COLS = (1, 2, 3, 9)  # job-row features of its key's state (the rest move with the clock)
 
 
 def _plain(v: Any) -> Any:
@@ -167,6 +168,7 @@ class ClusterEnv(gym.Env):
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
     extra_options: type[Options] = Options  # a subclass's own options
+    extra_obs_keys: tuple[str, ...] = ()  # a subclass's own observation arrays, in order
 
     def __init__(
         self,
@@ -241,6 +243,8 @@ class ClusterEnv(gym.Env):
         self._slot_masks = np.tril(np.ones((self.max_jobs + 1, self.max_jobs), np.float32), -1)
         self._max_cpus, self._max_mem = float(c.cpus.max()), float(c.memory.max())
         self._total_cpus = float(c.cpus.sum())
+        self._no_task = np.zeros(TASK_F, np.float32)
+        self._obs_gen = 0  # counts state rebuilds: what is cached on the state names its generation
         self.sim: Simulator | None = None
         self._mask = None
         self.decision_index = 0
@@ -273,6 +277,11 @@ class ClusterEnv(gym.Env):
         return self._obs(), self._info()
 
     def step(self, action):
+        reward, terminated, truncated, info = self._step(action)
+        return self._obs(), reward, terminated, truncated, info
+
+    def _step(self, action) -> tuple[float, bool, bool, dict]:
+        """`step` without building the observation (the batched env writes it into its rows)."""
         if self.sim is None:
             raise RuntimeError("call reset() before step()")
         a = self._action_index(action)
@@ -296,7 +305,7 @@ class ClusterEnv(gym.Env):
             m = self.sim.metrics()
             info["metrics"] = m.summary()
             info["metrics"]["decision_latency_ms"] = m.decision_latency_ms
-        return self._obs(), reward, terminated, truncated, info
+        return reward, terminated, truncated, info
 
     def _episode_end(self) -> str | None:
         """Why the episode is over, or None. Only "finished" (every job of the scenario arrived
@@ -380,17 +389,20 @@ class ClusterEnv(gym.Env):
         learner's per-step discount. With shaping_gamma 1 under a learner's gamma < 1 (the old
         rule) the shaping is exact only undiscounted and favours postponing a charge, e.g.
         deferring a job's start under jct shaping (pending jobs are not in Phi)."""
-        now = self._totals()
-        d = [b - a for a, b in zip(self._mark, now)]
-        g, mark = self.shaping_gamma, self._mark
+        now, mark, g = self._totals(), self._mark, self.shaping_gamma
         self._mark = now
-        terms = {
-            "jct": (g * now[5] - mark[5] - d[0]) / self.time_scale_s,
-            "makespan": -d[1] / self.time_scale_s,
-            "traffic": (g * now[4] - mark[4] - d[2]) / 1e9,
-            "utilisation": d[3] / max(self.cluster.n_gpus, 1) / self.time_scale_s,
-        }
-        return sum(w * terms[k] for k, w in self.reward_weights.items())
+        total = 0  # the weighted terms summed in the order given, each computed only if weighted
+        for k, w in self.reward_weights.items():
+            if k == "jct":
+                term = (g * now[5] - mark[5] - (now[0] - mark[0])) / self.time_scale_s
+            elif k == "makespan":
+                term = -(now[1] - mark[1]) / self.time_scale_s
+            elif k == "traffic":
+                term = (g * now[4] - mark[4] - (now[2] - mark[2])) / 1e9
+            else:  # utilisation
+                term = (now[3] - mark[3]) / max(self.cluster.n_gpus, 1) / self.time_scale_s
+            total += w * term
+        return total
 
     # ------------------------------------------------------------------ observation
     def slots(self) -> list[Job]:
@@ -398,46 +410,45 @@ class ClusterEnv(gym.Env):
         return self.sim.active_jobs()[: self.max_jobs]
 
     def _obs(self) -> dict[str, np.ndarray]:
-        """The decision point's part (`_state_obs`, cached) plus the focal task's features."""
-        base = self._state_obs()
-        obs = {k: v.copy() for k, v in base.items()}
-        job, role = self._focal()
-        if job is not None:
-            nodes, n = obs["nodes"], self.cluster.n_nodes
-            for t in job.tasks.values():
-                if t.node >= 0:
-                    nodes[t.node, 6] += 1.0
-            nodes[:n, 6] /= max(len(job.tasks), 1)
-            nodes[list(job.spec.shard_nodes), 7] = 1.0
-            d = job.model.ps if role == "ps" else job.model.worker
-            slot = next((i for i, j in enumerate(self.slots()) if j is job), 0)
-            obs["task"][:] = (
-                role == "ps",
-                role == "worker",
-                d.cpu / self._max_cpus,
-                d.mem_gb / self._max_mem,
-                d.gpu,
-                slot / self.max_jobs,
-            )
-        return obs
+        """A fresh observation (callers may write into it): copies of the state's arrays, then
+        the env's own parts (`_write_own`)."""
+        out = {k: v.copy() for k, v in self._state_obs().items()}
+        for k in self.extra_obs_keys:
+            out[k] = np.empty(self.observation_space[k].shape, np.float32)
+        self._write_own(out)
+        return out
+
+    def _write_obs(self, out: dict[str, np.ndarray]) -> None:
+        """Write the observation into `out`'s arrays: the batched env's rows, so that a batched
+        step copies each array once."""
+        for k, v in self._state_obs().items():
+            out[k][...] = v
+        self._write_own(out)
+
+    def _write_own(self, out: dict[str, np.ndarray]) -> None:
+        """What a subclass shows over the state (`out` holds the state's arrays): the focal task,
+        the round's proposals, its own arrays (`extra_obs_keys`)."""
 
     def _state_obs(self) -> dict[str, np.ndarray]:
         """What the simulator's state shows (no focal task), rebuilt only when the simulator
         changed: its `version` is bumped by every change a view could show, and `now` covers a
         clock that moved with nothing running. Within that, a job row is recomputed only when its
-        job's state changed, so a placement step rebuilds one row. Callers copy what they change."""
+        job's state changed. An action whose effect the env knows (a placement) patches the rows
+        it changed instead (`_patch_state`); this rebuild is the reference the patches are tested
+        against (tests/test_env_incremental.py, tests/test_env_patch.py). Callers copy what
+        they change."""
         c, sim = self.cluster, self.sim
         stamp = (id(sim), sim.version, sim.now)
         if self._state_stamp == stamp:
             return self._state_cache
+        self._obs_gen += 1  # caches derived from the state (focal counts, fit masks) are stale
         n = c.n_nodes
         nodes = self._static_nodes.copy()
         nodes[:n, 1] = (c.cpus - sim.used_cpu) / c.cpus
         nodes[:n, 2] = (c.memory - sim.used_mem) / c.memory
-        free_g = sim.free_gpus
-        nodes[:n, 3] = free_g / np.maximum(c.gpus, 1)
+        nodes[:n, 3] = sim.free_gpus / np.maximum(c.gpus, 1)
         slots = self.slots()
-        now, scale = sim.now, self.time_scale_s
+        now = sim.now
         block, keys = self._job_block, self._job_keys
         if now != self._rows_now:  # progress, age and loss move only with the clock
             keys[:] = [None if k is None else () for k in keys]  # () : stale, None: zeros
@@ -446,21 +457,8 @@ class ClusterEnv(gym.Env):
         for i, j in enumerate(slots):  # rows are recomputed only when their job's state changed
             key = (j.job_id, j.n_placed, j.status, j.num_ps, j.num_workers)
             if keys[i] != key:
-                m = j.model
-                loss = j.obs_loss
                 changed.append(i)
-                rows.append((
-                    1.0,
-                    j.status == "running",
-                    j.num_ps / 16,
-                    j.num_workers / 32,
-                    j.steps_done / (j.steps_per_epoch * m.convergence.max_epochs),
-                    1.0 - math.exp((j.spec.arrival_s - now) / scale),
-                    loss[-1][1] / loss[0][1] if loss and loss[0][1] > 0 else 1.0,
-                    m.worker.gpu,
-                    math.log10(m.param_bytes) / 12,
-                    j.n_placed / max(len(j.tasks), 1),
-                ))
+                rows.append(self._job_row(j))
                 keys[i] = key
         if changed:  # one write for all changed rows; all features are >= 0
             block[changed] = np.minimum(np.array(rows, np.float32), 1.0)
@@ -468,40 +466,107 @@ class ClusterEnv(gym.Env):
             if keys[i] is not None:
                 block[i] = 0.0
                 keys[i] = None
-        active = sim.active_jobs()
-        waiting = [j for j in active if j.status != "running"]
-        self._waiting = (len(waiting), sum(j.spec.num_workers * j.model.worker.gpu for j in waiting))
-        n_running = len(active) - len(waiting)
-        glob = np.array(
-            (
-                1.0 - math.exp(-now / (100 * scale)),
-                0.0,
-                n_running / self.max_jobs,
-                free_g.sum() / max(c.n_gpus, 1),
-                (c.cpus - sim.used_cpu).sum() / self._total_cpus,
-                0.0,
-                0.0,
-            ),
-            np.float32,
-        )
-        self._set_queue(glob, *self._waiting)
-        np.minimum(glob, 1.0, out=glob)  # all features are >= 0; nodes' are fractions already
+        self._slot_index = {j.job_id: i for i, j in enumerate(slots)}
+        self._count_waiting()
         self._state_cache = {
             "nodes": nodes,
             "node_mask": self._node_mask,
-            "jobs": block.copy(),
+            "jobs": block,
             "job_mask": self._slot_masks[len(slots)],
-            "task": np.zeros(TASK_F, np.float32),
-            "global": glob,
+            "task": self._no_task,
+            "global": self._glob(),
         }
         self._state_stamp = stamp
         return self._state_cache
 
+    def _job_row(self, j: Job) -> tuple:
+        """A job slot's features (before the clip to 1) at the simulator's time."""
+        m, loss = j.model, j.obs_loss
+        running, ps, workers, placed = self._key_features(j)
+        return (
+            1.0,
+            running,
+            ps,
+            workers,
+            j.steps_done / (j.steps_per_epoch * m.convergence.max_epochs),
+            1.0 - math.exp((j.spec.arrival_s - self.sim.now) / self.time_scale_s),
+            loss[-1][1] / loss[0][1] if loss and loss[0][1] > 0 else 1.0,
+            m.worker.gpu,
+            math.log10(m.param_bytes) / 12,
+            placed,
+        )
+
+    @staticmethod
+    def _key_features(j: Job) -> tuple:
+        """The row's features (columns _KEY_COLS) that follow its key, not the clock."""
+        return (j.status == "running", j.num_ps / 16, j.num_workers / 32, j.n_placed / max(len(j.tasks), 1))
+
+    def _count_waiting(self) -> None:
+        """The active jobs not running: how many, and the GPUs they asked for; and the running."""
+        active = self.sim.active_jobs()
+        waiting = [j for j in active if j.status != "running"]
+        self._waiting = (len(waiting), sum(j.spec.num_workers * j.model.worker.gpu for j in waiting))
+        self._n_running = len(active) - len(waiting)
+
+    def _glob(self) -> np.ndarray:
+        """The `global` features. Each is >= 0 and clipped to 1 before the float32 cast, which
+        equals clipping after it (the cast is monotone and 1 is exact)."""
+        c, sim = self.cluster, self.sim
+        queue, waiting, demand = self._queue_features(*self._waiting)
+        return np.array([min(v, 1.0) for v in (
+            1.0 - math.exp(-sim.now / (100 * self.time_scale_s)),
+            queue,
+            self._n_running / self.max_jobs,
+            sim.free_gpus.sum() / max(c.n_gpus, 1),
+            (c.cpus - sim.used_cpu).sum() / self._total_cpus,
+            waiting,
+            demand,
+        )], np.float32)
+
+    def _patch_state(self, before: tuple, nodes: tuple[int, ...], jobs: tuple[Job, ...]) -> bool:
+        """After an action that changed only `nodes`' resources and `jobs`' tasks (not the
+        clock, not the set of active jobs), bring the state cache from stamp `before` to now by
+        recomputing what they show, equal to a rebuild. False (nothing done; the next read
+        rebuilds) if the cache did not show `before` or the clock moved."""
+        sim, c = self.sim, self.cluster
+        if self._state_stamp != before or sim.now != before[2]:
+            return False
+        cache = self._state_cache
+        for a in nodes:
+            row, cpus, mem = cache["nodes"][a], c.cpus[a], c.memory[a]
+            row[1] = (cpus - sim.used_cpu[a]) / cpus
+            row[2] = (mem - sim.used_mem[a]) / mem
+            row[3] = sim.free_gpus[a] / max(c.gpus[a], 1)
+        status_changed = False
+        for j in jobs:
+            i = self._slot_index.get(j.job_id)
+            if i is None:
+                continue
+            key = (j.job_id, j.n_placed, j.status, j.num_ps, j.num_workers)
+            old = self._job_keys[i]
+            if old != key:  # the clock stands: only the key's columns can have changed
+                status_changed |= old[2] != j.status
+                row = self._job_block[i]
+                for col, v in zip(_KEY_COLS, self._key_features(j)):
+                    row[col] = min(v, 1.0)  # as the rebuild's clip (see _glob)
+                self._job_keys[i] = key
+        if status_changed:
+            self._count_waiting()
+            cache["global"] = self._glob()
+        else:  # the resources' features only
+            glob = cache["global"]
+            glob[3] = min(sim.free_gpus.sum() / max(c.n_gpus, 1), 1.0)
+            glob[4] = min((c.cpus - sim.used_cpu).sum() / self._total_cpus, 1.0)
+        self._state_stamp = (id(sim), sim.version, sim.now)
+        return True
+
     def _set_queue(self, glob: np.ndarray, n: int, gpus: float) -> None:
         """The queue features of `global` for n waiting jobs that asked for `gpus` GPUs."""
-        glob[1] = min(n / self.max_jobs, 1.0)
-        glob[5] = n / (n + self.max_jobs)
-        glob[6] = gpus / (gpus + max(self.cluster.n_gpus, 1))
+        glob[1], glob[5], glob[6] = self._queue_features(n, gpus)
+
+    def _queue_features(self, n: int, gpus: float) -> tuple[float, float, float]:
+        return (min(n / self.max_jobs, 1.0), n / (n + self.max_jobs),
+                gpus / (gpus + max(self.cluster.n_gpus, 1)))
 
     def _info(self) -> dict:
         sim = self.sim

@@ -90,6 +90,7 @@ class ShareEnv(ClusterEnv):
     """
 
     extra_options = ShareOptions
+    extra_obs_keys = ("gpus", "tasks", "cursor")
 
     def __init__(self, scenario="default", max_tasks: int = 64, max_gpus: int | None = None, **kw):
         super().__init__(scenario, **kw)
@@ -149,7 +150,6 @@ class ShareEnv(ClusterEnv):
     # ------------------------------------------------------------------ round
     def _begin_round(self) -> None:
         sim, c = self.sim, self.cluster
-        self._base_obs = None
         self._ended = False
         self._cursor: _Cursor | None = None
         self._seq = 0
@@ -416,10 +416,7 @@ class ShareEnv(ClusterEnv):
             cores = self._cores.get(tid, 0.0) / c.cpus[node] if kept else 0.0
             rows[t] = (1.0, prefix == "w", node / N, (c.gpu_slot[g] / G) if g >= 0 else 0.0, kept, lim, min(cores, 1.0))
 
-    def _obs(self) -> dict[str, np.ndarray]:
-        if self._base_obs is None:  # the shared part shows the decision point: once per round
-            self._base_obs = super()._obs()
-        obs = {k: v.copy() for k, v in self._base_obs.items()}
+    def _write_own(self, out: dict[str, np.ndarray]) -> None:
         if self._gpu_block is None:  # changes only with placements and modes
             gpus = np.zeros((self.max_nodes * self.max_gpus, GPU_F), np.float32)
             cell = self._gpu_cell
@@ -429,12 +426,10 @@ class ShareEnv(ClusterEnv):
             gpus[cell, 3] = np.minimum(np.maximum(self._gutil, 0.0) / 2.0, 1.0)
             gpus[cell, 4] = np.clip(self._gmem / np.maximum(self._gpu_cap, 1e-9), 0.0, 1.0)
             self._gpu_block = gpus
-        obs["gpus"] = self._gpu_block.copy()
-        obs["tasks"] = self._task_block.reshape(-1, TASK_ROW_F).copy()
-        cur = self._cursor
-        cursor = np.zeros(CURSOR_F, np.float32)
+        out["gpus"][...] = self._gpu_block
+        out["tasks"][...] = self._task_block.reshape(-1, TASK_ROW_F)
+        cur, cursor = self._cursor, out["cursor"]
+        cursor[:] = 0.0
         if cur is not None:
             value = cur.num / (1 << (12 * cur.digits)) if cur.digits else 0.0
             cursor[:] = (1.0, cur.slot / self.max_jobs, cur.index / self.max_tasks, cur.digits / MAX_DIGITS, value)
-        obs["cursor"] = cursor
-        return obs

@@ -1,8 +1,9 @@
 """Native batched envs: `gym.make_vec(id, num_envs=N, vectorization_mode="vector_entry_point")`.
 
-One call steps N episodes of one env class in this process and writes their observations into
-preallocated batched arrays, as Gymnasium's own CartPoleVectorEnv does; there is no per-env
-wrapper stack, no subprocess and no per-step copy of a whole batch. The observation, action and
+One call steps N episodes of one env class in this process; each sub-env writes its observation
+straight into its rows of preallocated batched arrays (`ClusterEnv._write_obs`), as Gymnasium's own
+CartPoleVectorEnv does; there is no per-env wrapper stack, no subprocess, no per-env observation
+dict and no per-step copy of a whole batch. The observation, action and
 mask layouts are those of SyncVectorEnv over the single env (a Dict of arrays with a leading N axis,
 MultiDiscrete actions, `action_masks()` of shape (N, n_actions)).
 
@@ -57,6 +58,9 @@ class ClusterVectorEnv(VectorEnv):
         self.action_space = batch_space(first.action_space, num_envs)
         self._obs = create_empty_array(first.observation_space, num_envs)
         self._keys = tuple(self._obs)
+        # each sub-env's rows of the batch buffers: its observation is written there directly
+        self._rows = [{k: v[i] for k, v in self._obs.items()} for i in range(num_envs)]
+        self._mask_buf = np.zeros((num_envs, first.action_space.n), dtype=bool)
         self._ended = np.zeros(num_envs, dtype=bool)  # NEXT_STEP: reset on the next step
 
     # ------------------------------------------------------------------ Gymnasium API
@@ -105,7 +109,10 @@ class ClusterVectorEnv(VectorEnv):
 
     def action_masks(self) -> np.ndarray:
         """(num_envs, n_actions): each sub-env's valid actions now."""
-        return np.stack([e.action_masks() for e in self.envs])
+        buf = self._mask_buf
+        for i, e in enumerate(self.envs):
+            buf[i] = e._masks()
+        return buf.copy()
 
     def render(self):
         return tuple(e.render() for e in self.envs)
@@ -127,20 +134,26 @@ class ClusterVectorEnv(VectorEnv):
         terms = np.zeros(self.num_envs, bool)
         truncs = np.zeros(self.num_envs, bool)
         infos: list[dict] = []
-        for i, env in enumerate(self.envs):
-            if self._ended[i]:  # NEXT_STEP: this step only resets; its action is ignored
+        ended, rows = self._ended, self._rows
+        for i, (env, a) in enumerate(zip(self.envs, actions.tolist())):
+            if ended[i]:  # NEXT_STEP: this step only resets; its action is ignored
                 obs, info = env.reset()
-                self._ended[i] = False
-            else:
-                obs, rewards[i], terms[i], truncs[i], info = env.step(actions[i])
-                if terms[i] or truncs[i]:
-                    if mode == AutoresetMode.NEXT_STEP:
-                        self._ended[i] = True
-                    elif mode == AutoresetMode.SAME_STEP:
-                        final_obs, final_info = obs, info
-                        obs, info = env.reset()
-                        info = {**info, "final_obs": final_obs, "final_info": final_info}
-            self._write(i, obs)
+                ended[i] = False
+                self._write(i, obs)
+                infos.append(info)
+                continue
+            reward, term, trunc, info = env._step(a)  # the observation goes straight to its rows
+            rewards[i], terms[i], truncs[i] = reward, term, trunc
+            if (term or trunc) and mode != AutoresetMode.DISABLED:
+                if mode == AutoresetMode.NEXT_STEP:
+                    ended[i] = True
+                else:  # SAME_STEP
+                    final_obs, final_info = env._obs(), info
+                    obs, info = env.reset()
+                    self._write(i, obs)
+                    infos.append({**info, "final_obs": final_obs, "final_info": final_info})
+                    continue
+            env._write_obs(rows[i])
             infos.append(info)
         return rewards, terms, truncs, infos
 
