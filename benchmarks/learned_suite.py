@@ -3,15 +3,22 @@ suite's best heuristic and best constant, and the shapes it chooses across state
 
     dlcluster train --config configs/agents/suite_6c71a0.yaml --out runs/agents/suite_6c71a0
     python benchmarks/learned_suite.py --model runs/agents/suite_6c71a0/model.zip \
-        [--suite v2] [--instance philly-6c71a0-nov@7x] [--extra-seeds 9] \
-        [--out runs/bench_learned_suite]
+        [--suite v2] [--instances philly-6c71a0-nov@7x,philly-6c71a0-nov@2x,...] [--extra-seeds 9] \
+        [--compare pollux] [--out runs/bench_learned_suite]
+
+Every step below is done for each instance of --instances (default: the one the model was trained
+on; others are where it was never trained: other loads of the VC, another VC's windows), each on
+its TEST split only. --compare adds schedulers that are not among the suite's heuristics (e.g.
+pollux in v2) as heuristics of this evaluation: planned on the test split, eligible as the best
+heuristic and always in the extended test.
 
 1. Frozen split: the instance's runs as `dlcluster benchmark SUITE --policies maskableppo:MODEL`
    plans them (constant grid on train and test, heuristics, oracles and the learned policy on
    test), scored by dlclusterenv.benchmark.score: best heuristic, train-tuned best constant.
 2. Extended test (NOT the frozen suite; reported apart): the test windows with seeds test seed + 1
    .. + extra-seeds, for the learned policy, that best heuristic and that tuned constant (and the
-   best constant of the grid in hindsight on the frozen test split, if another), so the interval
+   best constant of the grid in hindsight on the frozen test split, if another; the suite's
+   reference heuristic and the --compare ones too, if not the best), so the interval
    has more than the frozen split's window x seed runs. Neither a window nor a seed of these is
    seen in training (configs/agents/suite_6c71a0.yaml trains on the train windows).
 3. Shapes: every decision of the learned policy on the frozen and extended test runs, with the
@@ -20,8 +27,9 @@ suite's best heuristic and best constant, and the shapes it chooses across state
    shape fit (so the choice was not forced by the mask).
 
 Intervals: 95% Student t over the runs (window x seed); learned / other ratios are per run
-(paired on the same jobs), mean and interval of the per-run ratios. Output: results.json,
-shapes.png under --out; scheduler runs are kept in scheduler_runs.jsonl there and reused.
+(paired on the same jobs), mean and interval of the per-run ratios. Output: results.json (one
+block per instance, rewritten as each ends) and shapes-INSTANCE.png under --out; scheduler runs
+are kept in scheduler_runs.jsonl there and reused (keyed with the scenario's fingerprint).
 """
 
 from __future__ import annotations
@@ -35,7 +43,9 @@ from pathlib import Path
 import numpy as np
 
 from agents.learned import load_learned, parse_spec
-from dlclusterenv.benchmark import Task, instances, load_suite, plan, run_task, score
+from dlclusterenv.benchmark import (Instance, Suite, Task, fingerprint, instances, load_suite, plan,
+                                    run_task, score)
+from dlclusterenv.config import ConfigError
 from dlclusterenv.metrics import ci95
 
 
@@ -48,16 +58,21 @@ def cached_execute(tasks: list[Task], cache: Path) -> list[dict]:
     """benchmark.execute() in one process, keeping scheduler runs (not learned ones) in `cache`
     (JSON lines, one written as each run ends) across invocations: a run is a pure function of
     its task, so a rerun for a new model reuses them."""
-    key = lambda r: (r["instance"], r["split"], r["window"], r["policy"], r["seed"])  # noqa: E731
-    kept = {key(r): r for r in map(json.loads, cache.read_text().splitlines())} if cache.exists() else {}
-    todo = [t for t in tasks if ":" in t.policy or key(vars(t)) not in kept]
+    def key(r, fp):
+        return r["instance"], r["split"], r["window"], r["policy"], r["seed"], fp
+
+    kept = ({key(r, r["fingerprint"]): r for r in map(json.loads, cache.read_text().splitlines())}
+            if cache.exists() else {})
+    keys = [key(vars(t), fingerprint(t.scenario)) for t in tasks]
     got = {}
-    for t in todo:  # one at a time, each kept as it ends, so an interrupted call loses one run
-        r = got[key(vars(t))] = run_task(t)
+    for t, k in zip(tasks, keys):  # one at a time, each kept as it ends: an interrupt loses one run
+        if k in got or (":" not in t.policy and k in kept):
+            continue
+        r = got[k] = run_task(t)
         if ":" not in r["policy"]:
             with open(cache, "a") as f:
                 f.write(json.dumps(r) + "\n")
-    return [got.get(key(vars(t))) or kept[key(vars(t))] for t in tasks]
+    return [got.get(k) or kept[k] for k in keys]
 
 
 def decisions(spec: str, scenario, seed: int) -> list[dict]:
@@ -82,46 +97,73 @@ def decisions(spec: str, scenario, seed: int) -> list[dict]:
             return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--suite", default="v2")
-    ap.add_argument("--instance", default="philly-6c71a0-nov@7x")
-    ap.add_argument("--extra-seeds", type=int, default=9)
+    ap.add_argument("--instances", default="philly-6c71a0-nov@7x",
+                    help="comma-separated suite instances (entry@LOADx) to evaluate on, each on its test split")
+    ap.add_argument("--extra-seeds", type=int, default=9,
+                    help="seeds after the test split's last one, for the extended test (0: frozen split only)")
+    ap.add_argument("--compare", default="",
+                    help="comma-separated schedulers outside the suite's heuristics to add as heuristics")
     ap.add_argument("--out", default="runs/bench_learned_suite")
-    a = ap.parse_args()
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    spec = f"maskableppo:{a.model}"
-    suite, path = load_suite(a.suite)
-    inst = next(i for i in instances(suite, path) if i.key == a.instance)
-    t0 = time.perf_counter()
+    a = ap.parse_args(argv)
+    if a.extra_seeds < 0:
+        ap.error(f"--extra-seeds: {a.extra_seeds} is negative")
+    return a
 
-    cache = out / "scheduler_runs.jsonl"
+
+def select(suite: Suite, where: Path, keys: str, compare: str) -> tuple[Suite, list[Instance]]:
+    """The suite with --compare's schedulers among its heuristics, and the --instances asked for,
+    in that order; ConfigError naming an unknown instance."""
+    extra = [p for p in compare.split(",") if p and p not in suite.heuristics]
+    suite = suite.model_copy(update={"heuristics": [*suite.heuristics, *extra]})
+    known = {i.key: i for i in instances(suite, where)}
+    wanted = [k for k in keys.split(",") if k]
+    missing = [k for k in wanted if k not in known]
+    if missing or not wanted:
+        raise ConfigError(f"--instances: {missing or keys!r} not in suite {suite.name} "
+                          f"(it has {', '.join(known)})")
+    return suite, [known[k] for k in wanted]
+
+
+def extended_tasks(inst: Instance, policies: list[str], extra_seeds: int, out: Path) -> list[Task]:
+    """The extended test: the instance's test windows with the `extra_seeds` seeds after its test
+    seeds, for each of `policies` (held out: the test windows, and seeds a training run never had)."""
+    base = max(inst.entry.test.seeds)
+    seeds = list(range(base + 1, base + 1 + extra_seeds))
+    runs = [(k, sc, s) for k, sc, _ in inst.runs("test")[:: len(inst.entry.test.seeds)] for s in seeds]
+    return [Task(inst.key, "test", k, p, sc, s,
+                 None if ":" in p else str(out / "logs" / inst.key / f"{p}-s{s}-w{k}.jsonl"))
+            for k, sc, s in runs for p in policies]
+
+
+def evaluate(suite: Suite, inst: Instance, spec: str, compare: list[str], extra_seeds: int,
+             out: Path, cache: Path) -> dict:
+    """Frozen split, extended test and shapes of one instance (see the module docstring)."""
+    t0 = time.perf_counter()
     rows = cached_execute(plan(suite, [inst], out, [spec]), cache)
-    res = score(suite, [inst], rows, [spec])
-    chk = res["check"][0]
+    chk = score(suite, [inst], rows, [spec])["check"][0]
     frozen_wall = time.perf_counter() - t0
 
     def per_run(rs, policy):
         return {(r["window"], r["seed"]): r["avg_jct_s"] for r in rs if r["policy"] == policy and r["split"] == "test"}
 
-    names = {"learned": spec, "best heuristic": chk["best_heuristic"], "best constant": chk["tuned_constant"]}
+    names = {"learned": spec, "best heuristic": chk["best_heuristic"]}
+    for p in (suite.reference, *compare):
+        if p not in names.values():
+            names[p] = p
+    names["best constant"] = chk["tuned_constant"]
     if chk["best_constant_test"] != chk["tuned_constant"]:
         names["best constant (hindsight)"] = chk["best_constant_test"]
     frozen = {k: per_run(rows, p) for k, p in names.items()}
-
-    base = max(inst.entry.test.seeds)
-    seeds = list(range(base + 1, base + 1 + a.extra_seeds))
-    runs = [(k, sc, s) for k, sc, _ in inst.runs("test")[:: len(inst.entry.test.seeds)] for s in seeds]
-    tasks = [Task(inst.key, "test", k, p, sc, s, None if ":" in p else str(out / "logs" / f"{p}-s{s}-w{k}.jsonl"))
-             for k, sc, s in runs for p in names.values()]
+    tasks = extended_tasks(inst, list(names.values()), extra_seeds, out)
     ext_rows = cached_execute(tasks, cache)
     ext = {k: {**frozen[k], **per_run(ext_rows, p)} for k, p in names.items()}
 
-    result = {"suite": suite.name, "instance": inst.key, "model": a.model,
-              "training": json.loads((Path(a.model).parent / "run.json").read_text()),
-              "named": names, "frozen_wall_s": frozen_wall, "wall_s": time.perf_counter() - t0}
+    result = {"instance": inst.key, "load": inst.load, "named": names, "best_heuristic_frozen": chk["best_heuristic"],
+              "frozen_wall_s": frozen_wall}
     for label, table in (("frozen", frozen), ("extended", ext)):
         keys = sorted(table["learned"])
         block = {k: {**stats([table[k][r] for r in keys]), "per_run": [table[k][r] for r in keys]} for k in names}
@@ -131,33 +173,58 @@ def main() -> None:
         block["runs"] = [list(r) for r in keys]
         result[label] = block
 
-    every = inst.runs("test") + runs
+    every = inst.runs("test") + [(t.window, t.scenario, t.seed) for t in tasks if t.policy == spec]
     recs = [d for _, sc, s in every for d in decisions(spec, sc, s)]
     _, _, cfg = parse_spec(spec)
     shapes = [tuple(s) for s in cfg.env.kwargs["shapes"]]
-    result["shapes"] = {f"{p}x{w}": n for (p, w), n in
-                        zip(shapes, (Counter(r["shape"] for r in recs)[i] for i in range(len(shapes))))}
+    label = [f"{p}x{w}" for p, w in shapes]
     result["decisions"] = len(recs)
+    result["shapes"] = {label[i]: n for i, n in sorted(Counter(r["shape"] for r in recs).items())}
     free = [r for r in recs if r["every_shape_fit"]]  # a choice, not forced by what fits
-    result["shapes_when_every_shape_fit"] = {f"{p}x{w}": sum(r["shape"] == i for r in free)
-                                             for i, (p, w) in enumerate(shapes)}
+    result["shapes_when_every_shape_fit"] = {label[i]: n for i, n in sorted(Counter(r["shape"] for r in free).items())}
+    result["shapes_by_waiting"] = {f"{lo}-{hi - 1}": {label[i]: n for i, n in sorted(Counter(
+        r["shape"] for r in recs if lo <= r["waiting"] < hi).items())}
+        for lo, hi in ((0, 2), (2, 5), (5, 10), (10, 20), (20, 10**6))}
     from dlclusterenv.plots import shape_choices
 
     shape_choices(recs, shapes, f"{inst.key} test windows: shapes the learned policy chose "
-                  f"({len(recs)} decisions, {len(every)} runs)").savefig(out / "shapes.png", dpi=110)
-    (out / "results.json").write_text(json.dumps(result, indent=1))
+                  f"({len(recs)} decisions, {len(every)} runs)").savefig(out / f"shapes-{inst.key}.png", dpi=110)
+    result["wall_s"] = time.perf_counter() - t0
+    return result
+
+
+def report(r: dict) -> None:
+    names = r["named"]
     for label in ("frozen", "extended"):
-        b = result[label]
-        print(f"{label} test split ({len(b['runs'])} runs: window, seed):")
+        b = r[label]
+        print(f"{r['instance']}: {label} test split ({len(b['runs'])} runs: window, seed):")
         for k in names:
             print(f"  {k:<28} {names[k][:40]:<40} avg JCT {b[k]['mean']:9,.0f} +- {b[k]['ci95']:7,.0f} s")
         for k in names:
             if k != "learned":
-                r = b[f"learned / {k}"]
-                print(f"  learned / {k:<24} {r['mean']:.3f} +- {r['ci95']:.3f}")
-    print("shapes chosen:", result["shapes"], f"over {len(recs)} decisions; where every shape fit:",
-          result["shapes_when_every_shape_fit"])
-    print(f"wall {result['wall_s']:.0f} s; {out / 'results.json'}, {out / 'shapes.png'}")
+                x = b[f"learned / {k}"]
+                print(f"  learned / {k:<24} {x['mean']:.3f} +- {x['ci95']:.3f}")
+    print("  shapes chosen:", r["shapes"], f"over {r['decisions']} decisions; where every shape fit:",
+          r["shapes_when_every_shape_fit"], "; by jobs waiting:", r["shapes_by_waiting"])
+
+
+def main(argv=None) -> None:
+    a = parse_args(argv)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    spec = f"maskableppo:{a.model}"
+    suite, insts = select(*load_suite(a.suite), a.instances, a.compare)
+    compare = [p for p in a.compare.split(",") if p]
+    t0 = time.perf_counter()
+    result = {"suite": suite.name, "model": a.model,
+              "training": json.loads((Path(a.model).parent / "run.json").read_text()), "instances": {}}
+    for inst in insts:
+        r = result["instances"][inst.key] = evaluate(suite, inst, spec, compare, a.extra_seeds, out,
+                                                     out / "scheduler_runs.jsonl")
+        result["wall_s"] = time.perf_counter() - t0
+        (out / "results.json").write_text(json.dumps(result, indent=1))
+        report(r)
+    print(f"wall {result['wall_s']:.0f} s; {out / 'results.json'}, {out}/shapes-*.png")
 
 
 if __name__ == "__main__":
