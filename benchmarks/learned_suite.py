@@ -8,17 +8,17 @@ suite's best heuristic and best constant, and the shapes it chooses across state
 
 Every step below is done for each instance of --instances (default: the one the model was trained
 on; others are where it was never trained: other loads of the VC, another VC's windows), each on
-its TEST split only. --compare adds schedulers that are not among the suite's heuristics (e.g.
-pollux in v2) as heuristics of this evaluation: planned on the test split, eligible as the best
-heuristic and always in the extended test.
+its TEST split only. --compare names schedulers to compare against in the extended test too
+(e.g. `optimus,pollux`); one that is not among the suite's heuristics (pollux in v2) becomes a
+heuristic of this evaluation: planned on the test split and eligible as the best heuristic.
 
 1. Frozen split: the instance's runs as `dlcluster benchmark SUITE --policies maskableppo:MODEL`
    plans them (constant grid on train and test, heuristics, oracles and the learned policy on
    test), scored by dlclusterenv.benchmark.score: best heuristic, train-tuned best constant.
 2. Extended test (NOT the frozen suite; reported apart): the test windows with seeds test seed + 1
    .. + extra-seeds, for the learned policy, that best heuristic and that tuned constant (and the
-   best constant of the grid in hindsight on the frozen test split, if another; the suite's
-   reference heuristic and the --compare ones too, if not the best), so the interval
+   best constant of the grid in hindsight on the frozen test split, if another; the --compare
+   schedulers too), so the interval
    has more than the frozen split's window x seed runs. Neither a window nor a seed of these is
    seen in training (configs/agents/suite_6c71a0.yaml trains on the train windows).
 3. Shapes: every decision of the learned policy on the frozen and extended test runs, with the
@@ -28,7 +28,8 @@ heuristic and always in the extended test.
 
 Intervals: 95% Student t over the runs (window x seed); learned / other ratios are per run
 (paired on the same jobs), mean and interval of the per-run ratios. Output: results.json (one
-block per instance, rewritten as each ends) and shapes-INSTANCE.png under --out; scheduler runs
+block per instance, rewritten as each ends; blocks of other instances from an earlier call with the
+same suite and model are kept) and shapes-INSTANCE.png under --out; scheduler runs
 are kept in scheduler_runs.jsonl there and reused (keyed with the scenario's fingerprint).
 """
 
@@ -151,7 +152,7 @@ def evaluate(suite: Suite, inst: Instance, spec: str, compare: list[str], extra_
         return {(r["window"], r["seed"]): r["avg_jct_s"] for r in rs if r["policy"] == policy and r["split"] == "test"}
 
     names = {"learned": spec, "best heuristic": chk["best_heuristic"]}
-    for p in (suite.reference, *compare):
+    for p in compare:
         if p not in names.values():
             names[p] = p
     names["best constant"] = chk["tuned_constant"]
@@ -218,6 +219,9 @@ def main(argv=None) -> None:
     t0 = time.perf_counter()
     result = {"suite": suite.name, "model": a.model,
               "training": json.loads((Path(a.model).parent / "run.json").read_text()), "instances": {}}
+    old = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else {}
+    if (old.get("suite"), old.get("model")) == (suite.name, a.model):  # one call per instance adds up
+        result["instances"] = old["instances"]
     for inst in insts:
         r = result["instances"][inst.key] = evaluate(suite, inst, spec, compare, a.extra_seeds, out,
                                                      out / "scheduler_runs.jsonl")
