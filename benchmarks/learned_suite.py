@@ -23,7 +23,7 @@ heuristic of this evaluation: planned on the test split and eligible as the best
    seen in training (configs/agents/suite_6c71a0.yaml trains on the train windows).
 3. Shapes: every decision of the learned policy on the frozen and extended test runs, with the
    jobs waiting and the free GPUs it saw (its observation's global features), drawn by
-   plots.shape_choices (shapes.png) and counted in the JSON, also among the decisions where every
+   plots.shape_choices (shapes-INSTANCE.png) and counted in the JSON, also among the decisions where every
    shape fit (so the choice was not forced by the mask).
 
 Intervals: 95% Student t over the runs (window x seed); learned / other ratios are per run
@@ -56,32 +56,31 @@ def stats(x) -> dict:
 
 
 def cached_execute(tasks: list[Task], cache: Path) -> list[dict]:
-    """benchmark.execute() in one process, keeping scheduler runs (not learned ones) in `cache`
-    (JSON lines, one written as each run ends) across invocations: a run is a pure function of
-    its task, so a rerun for a new model reuses them."""
+    """benchmark.execute() in one process for scheduler runs, kept in `cache` (JSON lines, one
+    written as each run ends, keyed with the scenario's fingerprint) across invocations: a run is a
+    pure function of its task, so a rerun for a new model or another instance reuses them."""
     def key(r, fp):
         return r["instance"], r["split"], r["window"], r["policy"], r["seed"], fp
 
     kept = ({key(r, r["fingerprint"]): r for r in map(json.loads, cache.read_text().splitlines())}
             if cache.exists() else {})
     keys = [key(vars(t), fingerprint(t.scenario)) for t in tasks]
-    got = {}
     for t, k in zip(tasks, keys):  # one at a time, each kept as it ends: an interrupt loses one run
-        if k in got or (":" not in t.policy and k in kept):
-            continue
-        r = got[k] = run_task(t)
-        if ":" not in r["policy"]:
+        if k not in kept:
+            r = kept[k] = run_task(t)
             with open(cache, "a") as f:
                 f.write(json.dumps(r) + "\n")
-    return [got.get(k) or kept[k] for k in keys]
+    return [kept[k] for k in keys]
 
 
-def decisions(spec: str, scenario, seed: int) -> list[dict]:
-    """The learned policy's shape decisions on one run: jobs waiting (including the one sized)
-    and free GPUs as its observation showed them, and the shape index chosen."""
-    _, model, env = load_learned(spec, scenario)
+def learned_episode(task: Task) -> tuple[dict, list[dict]]:
+    """The learned policy's run (the row run_task would give, from the same deterministic episode
+    as `agents.learned.episode`) and its shape decisions: jobs waiting (including the one sized) and
+    free GPUs as its observation showed them, the shape index chosen, and whether every shape fit."""
+    t0 = time.perf_counter()
+    _, model, env = load_learned(task.policy, task.scenario)
     u = env.unwrapped
-    obs, _ = env.reset(seed=seed)
+    obs, _ = env.reset(seed=task.seed)
     out = []
     while True:
         mask = u.action_masks()
@@ -93,9 +92,29 @@ def decisions(spec: str, scenario, seed: int) -> list[dict]:
                         "free_gpus": round(float(obs["global"][3]) * u.cluster.n_gpus),
                         "shape": a % u.per_job,
                         "every_shape_fit": bool(mask[slot * u.per_job:(slot + 1) * u.per_job].all())})
-        obs, _, te, tr, _ = env.step(a)
+        obs, _, te, tr, info = env.step(a)
+        if info["invalid_action"]:
+            raise RuntimeError(f"{task.instance} seed {task.seed}: the policy chose masked action {a}")
         if te or tr:
-            return out
+            row = {"instance": task.instance, "split": task.split, "window": task.window, "policy": task.policy,
+                   "seed": task.seed, **u.sim.metrics().summary(), "wall_s": time.perf_counter() - t0,
+                   "fingerprint": fingerprint(task.scenario)}
+            return row, out
+
+
+def run_all(tasks: list[Task], cache: Path) -> tuple[list[dict], list[dict]]:
+    """Rows in task order (scheduler runs through the cache, learned ones run here) and the
+    learned policy's decisions over all its runs."""
+    sched = iter(cached_execute([t for t in tasks if ":" not in t.policy], cache))
+    rows, recs = [], []
+    for t in tasks:
+        if ":" in t.policy:
+            row, d = learned_episode(t)
+            rows.append(row)
+            recs += d
+        else:
+            rows.append(next(sched))
+    return rows, recs
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -144,7 +163,7 @@ def evaluate(suite: Suite, inst: Instance, spec: str, compare: list[str], extra_
              out: Path, cache: Path) -> dict:
     """Frozen split, extended test and shapes of one instance (see the module docstring)."""
     t0 = time.perf_counter()
-    rows = cached_execute(plan(suite, [inst], out, [spec]), cache)
+    rows, recs = run_all(plan(suite, [inst], out, [spec]), cache)
     chk = score(suite, [inst], rows, [spec])["check"][0]
     frozen_wall = time.perf_counter() - t0
 
@@ -160,11 +179,13 @@ def evaluate(suite: Suite, inst: Instance, spec: str, compare: list[str], extra_
         names["best constant (hindsight)"] = chk["best_constant_test"]
     frozen = {k: per_run(rows, p) for k, p in names.items()}
     tasks = extended_tasks(inst, list(names.values()), extra_seeds, out)
-    ext_rows = cached_execute(tasks, cache)
+    ext_rows, ext_recs = run_all(tasks, cache)
+    recs += ext_recs
     ext = {k: {**frozen[k], **per_run(ext_rows, p)} for k, p in names.items()}
 
-    result = {"instance": inst.key, "load": inst.load, "named": names, "best_heuristic_frozen": chk["best_heuristic"],
-              "frozen_wall_s": frozen_wall}
+    result = {"instance": inst.key, "load": inst.load, "named": names, "frozen_wall_s": frozen_wall,
+              "unfinished_jobs": {k: sum(r["jobs_unfinished"] for r in rows + ext_rows if r["policy"] == p)
+                                  for k, p in names.items()}}
     for label, table in (("frozen", frozen), ("extended", ext)):
         keys = sorted(table["learned"])
         block = {k: {**stats([table[k][r] for r in keys]), "per_run": [table[k][r] for r in keys]} for k in names}
@@ -174,8 +195,7 @@ def evaluate(suite: Suite, inst: Instance, spec: str, compare: list[str], extra_
         block["runs"] = [list(r) for r in keys]
         result[label] = block
 
-    every = inst.runs("test") + [(t.window, t.scenario, t.seed) for t in tasks if t.policy == spec]
-    recs = [d for _, sc, s in every for d in decisions(spec, sc, s)]
+    n_runs = len(frozen["learned"]) + len([t for t in tasks if t.policy == spec])
     _, _, cfg = parse_spec(spec)
     shapes = [tuple(s) for s in cfg.env.kwargs["shapes"]]
     label = [f"{p}x{w}" for p, w in shapes]
@@ -189,7 +209,7 @@ def evaluate(suite: Suite, inst: Instance, spec: str, compare: list[str], extra_
     from dlclusterenv.plots import shape_choices
 
     shape_choices(recs, shapes, f"{inst.key} test windows: shapes the learned policy chose "
-                  f"({len(recs)} decisions, {len(every)} runs)").savefig(out / f"shapes-{inst.key}.png", dpi=110)
+                  f"({len(recs)} decisions, {n_runs} runs)").savefig(out / f"shapes-{inst.key}.png", dpi=110)
     result["wall_s"] = time.perf_counter() - t0
     return result
 
