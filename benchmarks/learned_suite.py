@@ -58,14 +58,20 @@ def stats(x) -> dict:
 def cached_execute(tasks: list[Task], cache: Path) -> list[dict]:
     """benchmark.execute() in one process for scheduler runs, kept in `cache` (JSON lines, one
     written as each run ends, keyed with the scenario's fingerprint) across invocations: a run is a
-    pure function of its task, so a rerun for a new model or another instance reuses them."""
+    pure function of its task, so a rerun for a new model or another instance reuses them, and
+    calls that run at once (other instances) share what each has run so far."""
     def key(r, fp):
         return r["instance"], r["split"], r["window"], r["policy"], r["seed"], fp
 
-    kept = ({key(r, r["fingerprint"]): r for r in map(json.loads, cache.read_text().splitlines())}
-            if cache.exists() else {})
+    def read():
+        return ({key(r, r["fingerprint"]): r for r in map(json.loads, cache.read_text().splitlines())}
+                if cache.exists() else {})
+
+    kept = read()
     keys = [key(vars(t), fingerprint(t.scenario)) for t in tasks]
     for t, k in zip(tasks, keys):  # one at a time, each kept as it ends: an interrupt loses one run
+        if k not in kept:
+            kept.update(read())  # another call may have appended it meanwhile
         if k not in kept:
             r = kept[k] = run_task(t)
             with open(cache, "a") as f:
