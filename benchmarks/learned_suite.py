@@ -109,18 +109,12 @@ def learned_episode(task: Task) -> tuple[dict, list[dict]]:
 
 
 def run_all(tasks: list[Task], cache: Path) -> tuple[list[dict], list[dict]]:
-    """Rows in task order (scheduler runs through the cache, learned ones run here) and the
-    learned policy's decisions over all its runs."""
+    """Rows in task order (learned runs first, here; then scheduler runs through the cache, which
+    meanwhile another call may have filled) and the learned policy's decisions over all its runs."""
+    learned = {i: learned_episode(t) for i, t in enumerate(tasks) if ":" in t.policy}
     sched = iter(cached_execute([t for t in tasks if ":" not in t.policy], cache))
-    rows, recs = [], []
-    for t in tasks:
-        if ":" in t.policy:
-            row, d = learned_episode(t)
-            rows.append(row)
-            recs += d
-        else:
-            rows.append(next(sched))
-    return rows, recs
+    rows = [learned[i][0] if i in learned else next(sched) for i in range(len(tasks))]
+    return rows, [d for _, ds in learned.values() for d in ds]
 
 
 def parse_args(argv=None) -> argparse.Namespace:
