@@ -239,12 +239,12 @@ def main(argv=None) -> None:
     t0 = time.perf_counter()
     result = {"suite": suite.name, "model": a.model,
               "training": json.loads((Path(a.model).parent / "run.json").read_text()), "instances": {}}
-    old = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else {}
-    if (old.get("suite"), old.get("model")) == (suite.name, a.model):  # one call per instance adds up
-        result["instances"] = old["instances"]
     for inst in insts:
-        r = result["instances"][inst.key] = evaluate(suite, inst, spec, compare, a.extra_seeds, out,
-                                                     out / "scheduler_runs.jsonl")
+        r = evaluate(suite, inst, spec, compare, a.extra_seeds, out, out / "scheduler_runs.jsonl")
+        old = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else {}
+        if (old.get("suite"), old.get("model")) == (suite.name, a.model):  # calls for other instances add up
+            result["instances"] = {**old["instances"], **result["instances"]}
+        result["instances"][inst.key] = r
         result["wall_s"] = time.perf_counter() - t0
         (out / "results.json").write_text(json.dumps(result, indent=1))
         report(r)
