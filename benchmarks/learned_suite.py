@@ -30,7 +30,8 @@ Intervals: 95% Student t over the runs (window x seed); learned / other ratios a
 (paired on the same jobs), mean and interval of the per-run ratios. Output: results.json (one
 block per instance, rewritten as each ends; blocks of other instances from an earlier call with the
 same suite and model are kept) and shapes-INSTANCE.png under --out; scheduler runs
-are kept in scheduler_runs.jsonl there and reused (keyed with the scenario's fingerprint).
+are kept in scheduler_runs.jsonl there and reused (keyed with the scenario's fingerprint), the
+learned policy's in learned_runs.jsonl (keyed with the model file's size and mtime as well).
 """
 
 from __future__ import annotations
@@ -108,10 +109,28 @@ def learned_episode(task: Task) -> tuple[dict, list[dict]]:
             return row, out
 
 
+def cached_episode(task: Task, cache: Path) -> tuple[dict, list[dict]]:
+    """learned_episode, kept in `cache` (JSON lines) keyed with the scenario's fingerprint and the
+    model file's size and mtime, so a rerun with other seeds or extended policies reuses it."""
+    model = Path(parse_spec(task.policy)[1]).stat()
+    key = [task.instance, task.split, task.window, task.policy, task.seed, fingerprint(task.scenario),
+           model.st_size, model.st_mtime_ns]
+    if cache.exists():
+        for line in cache.read_text().splitlines():
+            r = json.loads(line)
+            if r["key"] == key:
+                return r["row"], r["decisions"]
+    row, recs = learned_episode(task)
+    with open(cache, "a") as f:
+        f.write(json.dumps({"key": key, "row": row, "decisions": recs}) + "\n")
+    return row, recs
+
+
 def run_all(tasks: list[Task], cache: Path) -> tuple[list[dict], list[dict]]:
     """Rows in task order (learned runs first, here; then scheduler runs through the cache, which
     meanwhile another call may have filled) and the learned policy's decisions over all its runs."""
-    learned = {i: learned_episode(t) for i, t in enumerate(tasks) if ":" in t.policy}
+    learned = {i: cached_episode(t, cache.with_name("learned_runs.jsonl")) for i, t in enumerate(tasks)
+               if ":" in t.policy}
     sched = iter(cached_execute([t for t in tasks if ":" not in t.policy], cache))
     rows = [learned[i][0] if i in learned else next(sched) for i in range(len(tasks))]
     return rows, [d for _, ds in learned.values() for d in ds]
