@@ -146,6 +146,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="seeds after the test split's last one, for the extended test (0: frozen split only)")
     ap.add_argument("--compare", default="",
                     help="comma-separated schedulers outside the suite's heuristics to add as heuristics")
+    ap.add_argument("--skip", default="",
+                    help="comma-separated suite heuristics left out of this evaluation (e.g. optimus where its "
+                         "runs do not fit the time); the best heuristic is then the best of the rest")
     ap.add_argument("--out", default="runs/bench_learned_suite")
     a = ap.parse_args(argv)
     if a.extra_seeds < 0:
@@ -153,11 +156,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     return a
 
 
-def select(suite: Suite, where: Path, keys: str, compare: str) -> tuple[Suite, list[Instance]]:
-    """The suite with --compare's schedulers among its heuristics, and the --instances asked for,
-    in that order; ConfigError naming an unknown instance."""
+def select(suite: Suite, where: Path, keys: str, compare: str, skip: str = "") -> tuple[Suite, list[Instance]]:
+    """The suite with --compare's schedulers among its heuristics and --skip's left out, and the
+    --instances asked for, in that order; ConfigError naming an unknown instance or heuristic."""
     extra = [p for p in compare.split(",") if p and p not in suite.heuristics]
-    suite = suite.model_copy(update={"heuristics": [*suite.heuristics, *extra]})
+    drop = [p for p in skip.split(",") if p]
+    if bad := [p for p in drop if p not in suite.heuristics or p in compare.split(",")]:
+        raise ConfigError(f"--skip: {bad} not among suite {suite.name}'s heuristics, or also in --compare")
+    suite = suite.model_copy(update={"heuristics": [*(h for h in suite.heuristics if h not in drop), *extra]})
     known = {i.key: i for i in instances(suite, where)}
     wanted = [k for k in keys.split(",") if k]
     missing = [k for k in wanted if k not in known]
@@ -202,7 +208,8 @@ def evaluate(suite: Suite, inst: Instance, spec: str, compare: list[str], extra_
     recs += ext_recs
     ext = {k: {**frozen[k], **per_run(ext_rows, p)} for k, p in names.items()}
 
-    result = {"instance": inst.key, "load": inst.load, "named": names, "frozen_wall_s": frozen_wall,
+    result = {"instance": inst.key, "load": inst.load, "heuristics": suite.heuristics, "named": names,
+              "frozen_wall_s": frozen_wall,
               "unfinished_jobs": {k: sum(r["jobs_unfinished"] for r in rows + ext_rows if r["policy"] == p)
                                   for k, p in names.items()}}
     for label, table in (("frozen", frozen), ("extended", ext)):
@@ -253,7 +260,7 @@ def main(argv=None) -> None:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     spec = f"maskableppo:{a.model}"
-    suite, insts = select(*load_suite(a.suite), a.instances, a.compare)
+    suite, insts = select(*load_suite(a.suite), a.instances, a.compare, a.skip)
     compare = [p for p in a.compare.split(",") if p]
     t0 = time.perf_counter()
     result = {"suite": suite.name, "model": a.model,

@@ -20,7 +20,7 @@ SPEC = "maskableppo:/nowhere/model.zip"  # planned, never loaded
 
 def chosen(*argv):
     a = ls.parse_args(["--model", "m.zip", *argv])
-    return a, ls.select(*load_suite(a.suite), a.instances, a.compare)
+    return a, ls.select(*load_suite(a.suite), a.instances, a.compare, a.skip)
 
 
 def test_instances_option_picks_what_is_evaluated():
@@ -56,3 +56,11 @@ def test_compare_adds_a_heuristic_planned_on_test_only():
     assert "pollux" not in plain.heuristics and suite.heuristics == [*plain.heuristics, "pollux"]
     splits = {t.split for t in plan(suite, [inst], Path("out")) if t.policy == "pollux"}
     assert splits == {"test"} and not [t for t in plan(plain, [inst], Path("out")) if t.policy == "pollux"]
+
+
+def test_skip_leaves_a_heuristic_out_of_the_plan():
+    _, (suite, [inst]) = chosen("--instances", "default@1x", "--skip", "optimus")
+    assert "optimus" not in suite.heuristics and "fifo" in suite.heuristics
+    assert not [t for t in plan(suite, [inst], Path("out")) if t.policy == "optimus"]
+    with pytest.raises(ConfigError, match="nonesuch"):
+        chosen("--instances", "default@1x", "--skip", "nonesuch")
