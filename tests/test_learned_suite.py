@@ -64,3 +64,30 @@ def test_skip_leaves_a_heuristic_out_of_the_plan():
     assert not [t for t in plan(suite, [inst], Path("out")) if t.policy == "optimus"]
     with pytest.raises(ConfigError, match="nonesuch"):
         chosen("--instances", "default@1x", "--skip", "nonesuch")
+
+
+def test_runs_are_cached_by_task_and_model_file(tmp_path, monkeypatch):
+    """A scheduler run is reused by a later call; a learned run too, until its model file changes."""
+    _, (suite, [inst]) = chosen("--instances", "default@1x")
+    k, sc, seed = inst.runs("test")[0]
+    calls = []
+
+    def fake(task):
+        calls.append(task.policy)
+        return {"instance": task.instance, "split": task.split, "window": task.window, "policy": task.policy,
+                "seed": task.seed, "avg_jct_s": 1.0, "fingerprint": ls.fingerprint(task.scenario)}
+
+    monkeypatch.setattr(ls, "run_task", fake)
+    monkeypatch.setattr(ls, "learned_episode", lambda t: (fake(t), [{"shape": 0}]))
+    (tmp_path / "m").mkdir()
+    model = tmp_path / "m" / "model.zip"
+    model.write_bytes(b"x")
+    (tmp_path / "m" / "config.yaml").write_text(Path("configs/agents/suite_6c71a0.yaml").read_text())
+    spec = f"maskableppo:{model}"
+    tasks = [ls.Task(inst.key, "test", k, p, sc, seed, str(tmp_path / f"{p}.jsonl")) for p in ("fifo", spec)]
+    for _ in range(2):
+        rows, recs = ls.run_all(tasks, tmp_path / "scheduler_runs.jsonl")
+    assert calls == [spec, "fifo"] and [r["policy"] for r in rows] == ["fifo", spec] and recs == [{"shape": 0}]
+    model.write_bytes(b"xy")  # another model file: its runs are not reused, the scheduler's are
+    ls.run_all(tasks, tmp_path / "scheduler_runs.jsonl")
+    assert calls == [spec, "fifo", spec]
