@@ -1,16 +1,17 @@
-"""Issue 15 item 5: a learned policy on one benchmark-suite instance's test split, against the
+"""Issue 15 item 5: a learned policy on benchmark-suite instances' test splits, against the
 suite's best heuristic and best constant, and the shapes it chooses across states.
 
     dlcluster train --config configs/agents/suite_6c71a0.yaml --out runs/agents/suite_6c71a0
     python benchmarks/learned_suite.py --model runs/agents/suite_6c71a0/model.zip \
         [--suite v2] [--instances philly-6c71a0-nov@7x,philly-6c71a0-nov@2x,...] [--extra-seeds 9] \
-        [--compare pollux] [--out runs/bench_learned_suite]
+        [--compare pollux] [--skip optimus] [--out runs/bench_learned_suite]
 
 Every step below is done for each instance of --instances (default: the one the model was trained
 on; others are where it was never trained: other loads of the VC, another VC's windows), each on
 its TEST split only. --compare names schedulers to compare against in the extended test too
 (e.g. `optimus,pollux`); one that is not among the suite's heuristics (pollux in v2) becomes a
 heuristic of this evaluation: planned on the test split and eligible as the best heuristic.
+--skip leaves suite heuristics out (where their runs do not fit the time; say so with the result).
 
 1. Frozen split: the instance's runs as `dlcluster benchmark SUITE --policies maskableppo:MODEL`
    plans them (constant grid on train and test, heuristics, oracles and the learned policy on
@@ -18,19 +19,18 @@ heuristic of this evaluation: planned on the test split and eligible as the best
 2. Extended test (NOT the frozen suite; reported apart): the test windows with seeds test seed + 1
    .. + extra-seeds, for the learned policy, that best heuristic and that tuned constant (and the
    best constant of the grid in hindsight on the frozen test split, if another; the --compare
-   schedulers too), so the interval
-   has more than the frozen split's window x seed runs. Neither a window nor a seed of these is
+   schedulers too), so the interval has more than the frozen split's window x seed runs. Neither a window nor a seed of these is
    seen in training (configs/agents/suite_6c71a0.yaml trains on the train windows).
 3. Shapes: every decision of the learned policy on the frozen and extended test runs, with the
    jobs waiting and the free GPUs it saw (its observation's global features), drawn by
-   plots.shape_choices (shapes-INSTANCE.png) and counted in the JSON, also among the decisions where every
-   shape fit (so the choice was not forced by the mask).
+   plots.shape_choices (shapes-INSTANCE.png) and counted in the JSON (also by jobs waiting, and
+   among the decisions where every shape fit, so the choice was not forced by the mask).
 
 Intervals: 95% Student t over the runs (window x seed); learned / other ratios are per run
 (paired on the same jobs), mean and interval of the per-run ratios. Output: results.json (one
 block per instance, rewritten as each ends; blocks of other instances from an earlier call with the
-same suite and model are kept) and shapes-INSTANCE.png under --out; scheduler runs
-are kept in scheduler_runs.jsonl there and reused (keyed with the scenario's fingerprint), the
+same suite and model are kept) and shapes-INSTANCE.png under --out; scheduler runs are kept in
+scheduler_runs.jsonl there and reused (keyed with the scenario's fingerprint), the
 learned policy's in learned_runs.jsonl (keyed with the model file's size and mtime as well).
 """
 
