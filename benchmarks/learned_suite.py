@@ -1,27 +1,37 @@
-"""Issue 15 item 5: a learned policy on one benchmark-suite instance's test split, against the
+"""Issue 15 item 5: a learned policy on benchmark-suite instances' test splits, against the
 suite's best heuristic and best constant, and the shapes it chooses across states.
 
     dlcluster train --config configs/agents/suite_6c71a0.yaml --out runs/agents/suite_6c71a0
     python benchmarks/learned_suite.py --model runs/agents/suite_6c71a0/model.zip \
-        [--suite v2] [--instance philly-6c71a0-nov@7x] [--extra-seeds 9] \
-        [--out runs/bench_learned_suite]
+        [--suite v2] [--instances philly-6c71a0-nov@7x,philly-6c71a0-nov@2x,...] [--extra-seeds 9] \
+        [--compare pollux] [--skip optimus] [--out runs/bench_learned_suite]
+
+Every step below is done for each instance of --instances (default: the one the model was trained
+on; others are where it was never trained: other loads of the VC, another VC's windows), each on
+its TEST split only. --compare names schedulers to compare against in the extended test too
+(e.g. `optimus,pollux`); one that is not among the suite's heuristics (pollux in v2) becomes a
+heuristic of this evaluation: planned on the test split and eligible as the best heuristic.
+--skip leaves suite heuristics out (where their runs do not fit the time; say so with the result).
 
 1. Frozen split: the instance's runs as `dlcluster benchmark SUITE --policies maskableppo:MODEL`
    plans them (constant grid on train and test, heuristics, oracles and the learned policy on
    test), scored by dlclusterenv.benchmark.score: best heuristic, train-tuned best constant.
 2. Extended test (NOT the frozen suite; reported apart): the test windows with seeds test seed + 1
    .. + extra-seeds, for the learned policy, that best heuristic and that tuned constant (and the
-   best constant of the grid in hindsight on the frozen test split, if another), so the interval
-   has more than the frozen split's window x seed runs. Neither a window nor a seed of these is
+   best constant of the grid in hindsight on the frozen test split, if another; the --compare
+   schedulers too), so the interval has more than the frozen split's window x seed runs. Neither a window nor a seed of these is
    seen in training (configs/agents/suite_6c71a0.yaml trains on the train windows).
 3. Shapes: every decision of the learned policy on the frozen and extended test runs, with the
    jobs waiting and the free GPUs it saw (its observation's global features), drawn by
-   plots.shape_choices (shapes.png) and counted in the JSON, also among the decisions where every
-   shape fit (so the choice was not forced by the mask).
+   plots.shape_choices (shapes-INSTANCE.png) and counted in the JSON (also by jobs waiting, and
+   among the decisions where every shape fit, so the choice was not forced by the mask).
 
 Intervals: 95% Student t over the runs (window x seed); learned / other ratios are per run
-(paired on the same jobs), mean and interval of the per-run ratios. Output: results.json,
-shapes.png under --out; scheduler runs are kept in scheduler_runs.jsonl there and reused.
+(paired on the same jobs), mean and interval of the per-run ratios. Output: results.json (one
+block per instance, rewritten as each ends; blocks of other instances from an earlier call with the
+same suite and model are kept) and shapes-INSTANCE.png under --out; scheduler runs are kept in
+scheduler_runs.jsonl there and reused (keyed with the scenario's fingerprint), the
+learned policy's in learned_runs.jsonl (keyed with the model file's size and mtime as well).
 """
 
 from __future__ import annotations
@@ -35,7 +45,9 @@ from pathlib import Path
 import numpy as np
 
 from agents.learned import load_learned, parse_spec
-from dlclusterenv.benchmark import Task, instances, load_suite, plan, run_task, score
+from dlclusterenv.benchmark import (Instance, Suite, Task, fingerprint, instances, load_suite, plan,
+                                    run_task, score)
+from dlclusterenv.config import ConfigError
 from dlclusterenv.metrics import ci95
 
 
@@ -45,27 +57,37 @@ def stats(x) -> dict:
 
 
 def cached_execute(tasks: list[Task], cache: Path) -> list[dict]:
-    """benchmark.execute() in one process, keeping scheduler runs (not learned ones) in `cache`
-    (JSON lines, one written as each run ends) across invocations: a run is a pure function of
-    its task, so a rerun for a new model reuses them."""
-    key = lambda r: (r["instance"], r["split"], r["window"], r["policy"], r["seed"])  # noqa: E731
-    kept = {key(r): r for r in map(json.loads, cache.read_text().splitlines())} if cache.exists() else {}
-    todo = [t for t in tasks if ":" in t.policy or key(vars(t)) not in kept]
-    got = {}
-    for t in todo:  # one at a time, each kept as it ends, so an interrupted call loses one run
-        r = got[key(vars(t))] = run_task(t)
-        if ":" not in r["policy"]:
+    """benchmark.execute() in one process for scheduler runs, kept in `cache` (JSON lines, one
+    written as each run ends, keyed with the scenario's fingerprint) across invocations: a run is a
+    pure function of its task, so a rerun for a new model or another instance reuses them, and
+    calls that run at once (other instances) share what each has run so far."""
+    def key(r, fp):
+        return r["instance"], r["split"], r["window"], r["policy"], r["seed"], fp
+
+    def read():
+        return ({key(r, r["fingerprint"]): r for r in map(json.loads, cache.read_text().splitlines())}
+                if cache.exists() else {})
+
+    kept = read()
+    keys = [key(vars(t), fingerprint(t.scenario)) for t in tasks]
+    for t, k in zip(tasks, keys):  # one at a time, each kept as it ends: an interrupt loses one run
+        if k not in kept:
+            kept.update(read())  # another call may have appended it meanwhile
+        if k not in kept:
+            r = kept[k] = run_task(t)
             with open(cache, "a") as f:
                 f.write(json.dumps(r) + "\n")
-    return [got.get(key(vars(t))) or kept[key(vars(t))] for t in tasks]
+    return [kept[k] for k in keys]
 
 
-def decisions(spec: str, scenario, seed: int) -> list[dict]:
-    """The learned policy's shape decisions on one run: jobs waiting (including the one sized)
-    and free GPUs as its observation showed them, and the shape index chosen."""
-    _, model, env = load_learned(spec, scenario)
+def learned_episode(task: Task) -> tuple[dict, list[dict]]:
+    """The learned policy's run (the row run_task would give, from the same deterministic episode
+    as `agents.learned.episode`) and its shape decisions: jobs waiting (including the one sized) and
+    free GPUs as its observation showed them, the shape index chosen, and whether every shape fit."""
+    t0 = time.perf_counter()
+    _, model, env = load_learned(task.policy, task.scenario)
     u = env.unwrapped
-    obs, _ = env.reset(seed=seed)
+    obs, _ = env.reset(seed=task.seed)
     out = []
     while True:
         mask = u.action_masks()
@@ -77,51 +99,119 @@ def decisions(spec: str, scenario, seed: int) -> list[dict]:
                         "free_gpus": round(float(obs["global"][3]) * u.cluster.n_gpus),
                         "shape": a % u.per_job,
                         "every_shape_fit": bool(mask[slot * u.per_job:(slot + 1) * u.per_job].all())})
-        obs, _, te, tr, _ = env.step(a)
+        obs, _, te, tr, info = env.step(a)
+        if info["invalid_action"]:
+            raise RuntimeError(f"{task.instance} seed {task.seed}: the policy chose masked action {a}")
         if te or tr:
-            return out
+            row = {"instance": task.instance, "split": task.split, "window": task.window, "policy": task.policy,
+                   "seed": task.seed, **u.sim.metrics().summary(), "wall_s": time.perf_counter() - t0,
+                   "fingerprint": fingerprint(task.scenario)}
+            return row, out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def cached_episode(task: Task, cache: Path) -> tuple[dict, list[dict]]:
+    """learned_episode, kept in `cache` (JSON lines) keyed with the scenario's fingerprint and the
+    model file's size and mtime, so a rerun with other seeds or extended policies reuses it."""
+    model = Path(parse_spec(task.policy)[1]).stat()
+    key = [task.instance, task.split, task.window, task.policy, task.seed, fingerprint(task.scenario),
+           model.st_size, model.st_mtime_ns]
+    if cache.exists():
+        for line in cache.read_text().splitlines():
+            r = json.loads(line)
+            if r["key"] == key:
+                return r["row"], r["decisions"]
+    row, recs = learned_episode(task)
+    with open(cache, "a") as f:
+        f.write(json.dumps({"key": key, "row": row, "decisions": recs}) + "\n")
+    return row, recs
+
+
+def run_all(tasks: list[Task], cache: Path) -> tuple[list[dict], list[dict]]:
+    """Rows in task order (learned runs first, here; then scheduler runs through the cache, which
+    meanwhile another call may have filled) and the learned policy's decisions over all its runs."""
+    learned = {i: cached_episode(t, cache.with_name("learned_runs.jsonl")) for i, t in enumerate(tasks)
+               if ":" in t.policy}
+    sched = iter(cached_execute([t for t in tasks if ":" not in t.policy], cache))
+    rows = [learned[i][0] if i in learned else next(sched) for i in range(len(tasks))]
+    return rows, [d for _, ds in learned.values() for d in ds]
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--suite", default="v2")
-    ap.add_argument("--instance", default="philly-6c71a0-nov@7x")
-    ap.add_argument("--extra-seeds", type=int, default=9)
+    ap.add_argument("--instances", default="philly-6c71a0-nov@7x",
+                    help="comma-separated suite instances (entry@LOADx) to evaluate on, each on its test split")
+    ap.add_argument("--extra-seeds", type=int, default=9,
+                    help="seeds after the test split's last one, for the extended test (0: frozen split only)")
+    ap.add_argument("--compare", default="",
+                    help="comma-separated schedulers outside the suite's heuristics to add as heuristics")
+    ap.add_argument("--skip", default="",
+                    help="comma-separated suite heuristics left out of this evaluation (e.g. optimus where its "
+                         "runs do not fit the time); the best heuristic is then the best of the rest")
     ap.add_argument("--out", default="runs/bench_learned_suite")
-    a = ap.parse_args()
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    spec = f"maskableppo:{a.model}"
-    suite, path = load_suite(a.suite)
-    inst = next(i for i in instances(suite, path) if i.key == a.instance)
-    t0 = time.perf_counter()
+    a = ap.parse_args(argv)
+    if a.extra_seeds < 0:
+        ap.error(f"--extra-seeds: {a.extra_seeds} is negative")
+    return a
 
-    cache = out / "scheduler_runs.jsonl"
-    rows = cached_execute(plan(suite, [inst], out, [spec]), cache)
-    res = score(suite, [inst], rows, [spec])
-    chk = res["check"][0]
+
+def select(suite: Suite, where: Path, keys: str, compare: str, skip: str = "") -> tuple[Suite, list[Instance]]:
+    """The suite with --compare's schedulers among its heuristics and --skip's left out, and the
+    --instances asked for, in that order; ConfigError naming an unknown instance or heuristic."""
+    extra = [p for p in compare.split(",") if p and p not in suite.heuristics]
+    drop = [p for p in skip.split(",") if p]
+    if bad := [p for p in drop if p not in suite.heuristics or p in compare.split(",")]:
+        raise ConfigError(f"--skip: {bad} not among suite {suite.name}'s heuristics, or also in --compare")
+    suite = suite.model_copy(update={"heuristics": [*(h for h in suite.heuristics if h not in drop), *extra]})
+    known = {i.key: i for i in instances(suite, where)}
+    wanted = [k for k in keys.split(",") if k]
+    missing = [k for k in wanted if k not in known]
+    if missing or not wanted:
+        raise ConfigError(f"--instances: {missing or keys!r} not in suite {suite.name} "
+                          f"(it has {', '.join(known)})")
+    return suite, [known[k] for k in wanted]
+
+
+def extended_tasks(inst: Instance, policies: list[str], extra_seeds: int, out: Path) -> list[Task]:
+    """The extended test: the instance's test windows with the `extra_seeds` seeds after its test
+    seeds, for each of `policies` (held out: the test windows, and seeds a training run never had)."""
+    base = max(inst.entry.test.seeds)
+    seeds = list(range(base + 1, base + 1 + extra_seeds))
+    runs = [(k, sc, s) for k, sc, _ in inst.runs("test")[:: len(inst.entry.test.seeds)] for s in seeds]
+    return [Task(inst.key, "test", k, p, sc, s,
+                 None if ":" in p else str(out / "logs" / inst.key / f"{p}-s{s}-w{k}.jsonl"))
+            for k, sc, s in runs for p in policies]
+
+
+def evaluate(suite: Suite, inst: Instance, spec: str, compare: list[str], extra_seeds: int,
+             out: Path, cache: Path) -> dict:
+    """Frozen split, extended test and shapes of one instance (see the module docstring)."""
+    t0 = time.perf_counter()
+    rows, recs = run_all(plan(suite, [inst], out, [spec]), cache)
+    chk = score(suite, [inst], rows, [spec])["check"][0]
     frozen_wall = time.perf_counter() - t0
 
     def per_run(rs, policy):
         return {(r["window"], r["seed"]): r["avg_jct_s"] for r in rs if r["policy"] == policy and r["split"] == "test"}
 
-    names = {"learned": spec, "best heuristic": chk["best_heuristic"], "best constant": chk["tuned_constant"]}
+    names = {"learned": spec, "best heuristic": chk["best_heuristic"]}
+    for p in compare:
+        if p not in names.values():
+            names[p] = p
+    names["best constant"] = chk["tuned_constant"]
     if chk["best_constant_test"] != chk["tuned_constant"]:
         names["best constant (hindsight)"] = chk["best_constant_test"]
     frozen = {k: per_run(rows, p) for k, p in names.items()}
-
-    base = max(inst.entry.test.seeds)
-    seeds = list(range(base + 1, base + 1 + a.extra_seeds))
-    runs = [(k, sc, s) for k, sc, _ in inst.runs("test")[:: len(inst.entry.test.seeds)] for s in seeds]
-    tasks = [Task(inst.key, "test", k, p, sc, s, None if ":" in p else str(out / "logs" / f"{p}-s{s}-w{k}.jsonl"))
-             for k, sc, s in runs for p in names.values()]
-    ext_rows = cached_execute(tasks, cache)
+    tasks = extended_tasks(inst, list(names.values()), extra_seeds, out)
+    ext_rows, ext_recs = run_all(tasks, cache)
+    recs += ext_recs
     ext = {k: {**frozen[k], **per_run(ext_rows, p)} for k, p in names.items()}
 
-    result = {"suite": suite.name, "instance": inst.key, "model": a.model,
-              "training": json.loads((Path(a.model).parent / "run.json").read_text()),
-              "named": names, "frozen_wall_s": frozen_wall, "wall_s": time.perf_counter() - t0}
+    result = {"instance": inst.key, "load": inst.load, "heuristics": suite.heuristics, "named": names,
+              "frozen_wall_s": frozen_wall,
+              "unfinished_jobs": {k: sum(r["jobs_unfinished"] for r in rows + ext_rows if r["policy"] == p)
+                                  for k, p in names.items()}}
     for label, table in (("frozen", frozen), ("extended", ext)):
         keys = sorted(table["learned"])
         block = {k: {**stats([table[k][r] for r in keys]), "per_run": [table[k][r] for r in keys]} for k in names}
@@ -131,33 +221,60 @@ def main() -> None:
         block["runs"] = [list(r) for r in keys]
         result[label] = block
 
-    every = inst.runs("test") + runs
-    recs = [d for _, sc, s in every for d in decisions(spec, sc, s)]
+    n_runs = len(frozen["learned"]) + len([t for t in tasks if t.policy == spec])
     _, _, cfg = parse_spec(spec)
     shapes = [tuple(s) for s in cfg.env.kwargs["shapes"]]
-    result["shapes"] = {f"{p}x{w}": n for (p, w), n in
-                        zip(shapes, (Counter(r["shape"] for r in recs)[i] for i in range(len(shapes))))}
+    label = [f"{p}x{w}" for p, w in shapes]
     result["decisions"] = len(recs)
+    result["shapes"] = {label[i]: n for i, n in sorted(Counter(r["shape"] for r in recs).items())}
     free = [r for r in recs if r["every_shape_fit"]]  # a choice, not forced by what fits
-    result["shapes_when_every_shape_fit"] = {f"{p}x{w}": sum(r["shape"] == i for r in free)
-                                             for i, (p, w) in enumerate(shapes)}
+    result["shapes_when_every_shape_fit"] = {label[i]: n for i, n in sorted(Counter(r["shape"] for r in free).items())}
+    result["shapes_by_waiting"] = {f"{lo}-{hi - 1}": {label[i]: n for i, n in sorted(Counter(
+        r["shape"] for r in recs if lo <= r["waiting"] < hi).items())}
+        for lo, hi in ((0, 2), (2, 5), (5, 10), (10, 20), (20, 10**6))}
     from dlclusterenv.plots import shape_choices
 
     shape_choices(recs, shapes, f"{inst.key} test windows: shapes the learned policy chose "
-                  f"({len(recs)} decisions, {len(every)} runs)").savefig(out / "shapes.png", dpi=110)
-    (out / "results.json").write_text(json.dumps(result, indent=1))
+                  f"({len(recs)} decisions, {n_runs} runs)").savefig(out / f"shapes-{inst.key}.png", dpi=110)
+    result["wall_s"] = time.perf_counter() - t0
+    return result
+
+
+def report(r: dict) -> None:
+    names = r["named"]
     for label in ("frozen", "extended"):
-        b = result[label]
-        print(f"{label} test split ({len(b['runs'])} runs: window, seed):")
+        b = r[label]
+        print(f"{r['instance']}: {label} test split ({len(b['runs'])} runs: window, seed):")
         for k in names:
             print(f"  {k:<28} {names[k][:40]:<40} avg JCT {b[k]['mean']:9,.0f} +- {b[k]['ci95']:7,.0f} s")
         for k in names:
             if k != "learned":
-                r = b[f"learned / {k}"]
-                print(f"  learned / {k:<24} {r['mean']:.3f} +- {r['ci95']:.3f}")
-    print("shapes chosen:", result["shapes"], f"over {len(recs)} decisions; where every shape fit:",
-          result["shapes_when_every_shape_fit"])
-    print(f"wall {result['wall_s']:.0f} s; {out / 'results.json'}, {out / 'shapes.png'}")
+                x = b[f"learned / {k}"]
+                print(f"  learned / {k:<24} {x['mean']:.3f} +- {x['ci95']:.3f}")
+    print("  shapes chosen:", r["shapes"], f"over {r['decisions']} decisions; where every shape fit:",
+          r["shapes_when_every_shape_fit"], "; by jobs waiting:", r["shapes_by_waiting"])
+
+
+def main(argv=None) -> None:
+    a = parse_args(argv)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    spec = f"maskableppo:{a.model}"
+    suite, insts = select(*load_suite(a.suite), a.instances, a.compare, a.skip)
+    compare = [p for p in a.compare.split(",") if p]
+    t0 = time.perf_counter()
+    result = {"suite": suite.name, "model": a.model,
+              "training": json.loads((Path(a.model).parent / "run.json").read_text()), "instances": {}}
+    for inst in insts:
+        r = evaluate(suite, inst, spec, compare, a.extra_seeds, out, out / "scheduler_runs.jsonl")
+        old = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else {}
+        if (old.get("suite"), old.get("model")) == (suite.name, a.model):  # calls for other instances add up
+            result["instances"] = {**old["instances"], **result["instances"]}
+        result["instances"][inst.key] = r
+        result["wall_s"] = time.perf_counter() - t0
+        (out / "results.json").write_text(json.dumps(result, indent=1))
+        report(r)
+    print(f"wall {result['wall_s']:.0f} s; {out / 'results.json'}, {out}/shapes-*.png")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,93 @@
+"""benchmarks/learned_suite.py: --instances, --extra-seeds and --compare change what is evaluated
+(the plan only; no model is trained or run here)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+import learned_suite as ls  # noqa: E402
+
+from dlclusterenv.benchmark import load_suite, plan  # noqa: E402
+from dlclusterenv.config import ConfigError  # noqa: E402
+
+SPEC = "maskableppo:/nowhere/model.zip"  # planned, never loaded
+
+
+def chosen(*argv):
+    a = ls.parse_args(["--model", "m.zip", *argv])
+    return a, ls.select(*load_suite(a.suite), a.instances, a.compare, a.skip)
+
+
+def test_instances_option_picks_what_is_evaluated():
+    assert ls.parse_args(["--model", "m.zip"]).instances == "philly-6c71a0-nov@7x"  # the trained one
+    _, (_, insts) = chosen("--instances", "default@2x,default@0.5x")
+    assert [(i.key, i.load) for i in insts] == [("default@2x", 2.0), ("default@0.5x", 0.5)]
+    tasks = plan(load_suite("v2")[0], insts, Path("out"), [SPEC])
+    learned = [(t.instance, t.split, t.seed) for t in tasks if t.policy == SPEC]
+    assert learned == [("default@2x", "test", 1000), ("default@2x", "test", 1001),
+                       ("default@0.5x", "test", 1000), ("default@0.5x", "test", 1001)]  # test split only
+    assert {t.scenario.workload.load for t in tasks} == {2.0, 0.5}
+
+
+def test_an_unknown_instance_is_named():
+    with pytest.raises(ConfigError, match="default@9x"):
+        chosen("--instances", "default@1x,default@9x")
+    with pytest.raises(SystemExit):
+        ls.parse_args(["--model", "m", "--extra-seeds", "-1"])
+
+
+def test_extra_seeds_change_the_extended_runs():
+    _, (_, [inst]) = chosen("--instances", "default@1x")
+    five = ls.extended_tasks(inst, [SPEC, "optimus"], 5, Path("out"))
+    assert sorted({t.seed for t in five}) == [1002, 1003, 1004, 1005, 1006]  # after test seeds 1000-1001
+    assert len(five) == 10 and {t.split for t in five} == {"test"}
+    assert [t.log for t in five if t.policy == SPEC] == [None] * 5  # learned runs log nothing
+    assert ls.extended_tasks(inst, [SPEC], 0, Path("out")) == []
+
+
+def test_compare_adds_a_heuristic_planned_on_test_only():
+    _, (plain, [inst]) = chosen("--instances", "default@1x")
+    _, (suite, _) = chosen("--instances", "default@1x", "--compare", "pollux,optimus")
+    assert "pollux" not in plain.heuristics and suite.heuristics == [*plain.heuristics, "pollux"]
+    splits = {t.split for t in plan(suite, [inst], Path("out")) if t.policy == "pollux"}
+    assert splits == {"test"} and not [t for t in plan(plain, [inst], Path("out")) if t.policy == "pollux"]
+
+
+def test_skip_leaves_a_heuristic_out_of_the_plan():
+    _, (suite, [inst]) = chosen("--instances", "default@1x", "--skip", "optimus")
+    assert "optimus" not in suite.heuristics and "fifo" in suite.heuristics
+    assert not [t for t in plan(suite, [inst], Path("out")) if t.policy == "optimus"]
+    with pytest.raises(ConfigError, match="nonesuch"):
+        chosen("--instances", "default@1x", "--skip", "nonesuch")
+
+
+def test_runs_are_cached_by_task_and_model_file(tmp_path, monkeypatch):
+    """A scheduler run is reused by a later call; a learned run too, until its model file changes."""
+    _, (suite, [inst]) = chosen("--instances", "default@1x")
+    k, sc, seed = inst.runs("test")[0]
+    calls = []
+
+    def fake(task):
+        calls.append(task.policy)
+        return {"instance": task.instance, "split": task.split, "window": task.window, "policy": task.policy,
+                "seed": task.seed, "avg_jct_s": 1.0, "fingerprint": ls.fingerprint(task.scenario)}
+
+    monkeypatch.setattr(ls, "run_task", fake)
+    monkeypatch.setattr(ls, "learned_episode", lambda t: (fake(t), [{"shape": 0}]))
+    (tmp_path / "m").mkdir()
+    model = tmp_path / "m" / "model.zip"
+    model.write_bytes(b"x")
+    (tmp_path / "m" / "config.yaml").write_text(Path("configs/agents/suite_6c71a0.yaml").read_text())
+    spec = f"maskableppo:{model}"
+    tasks = [ls.Task(inst.key, "test", k, p, sc, seed, str(tmp_path / f"{p}.jsonl")) for p in ("fifo", spec)]
+    for _ in range(2):
+        rows, recs = ls.run_all(tasks, tmp_path / "scheduler_runs.jsonl")
+    assert calls == [spec, "fifo"] and [r["policy"] for r in rows] == ["fifo", spec] and recs == [{"shape": 0}]
+    model.write_bytes(b"xy")  # another model file: its runs are not reused, the scheduler's are
+    ls.run_all(tasks, tmp_path / "scheduler_runs.jsonl")
+    assert calls == [spec, "fifo", spec]
