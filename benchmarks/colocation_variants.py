@@ -16,7 +16,10 @@ over its mean over types (`lrel`). Variants:
   regressed on x, per type or pooled with a per-type intercept, ridge lambda by leave-one-family-out
   inside the training part;
 - for an unseen type, also the two-stage model averaged with today's pair mean, equal weights.
-None is adopted by the engine (README "GPU types and sharing" says why).
+A second table (`unmeasured_type_table`, third pass) scores rules for a GPU type Gavel did not measure
+on both checks at once: leave one GPU type out and Gandiva Table 1's P40 packing gain (never fitted).
+The compute-capability rules there were written down after coloc2's variant failed the P40 check,
+so they are not independent of it. None is adopted by the engine (README "GPU types and sharing").
 """
 
 from __future__ import annotations
@@ -136,6 +139,74 @@ def constant() -> tuple[float, dict]:
     return _rms(err), gpu
 
 
+# CUDA compute capability (NVIDIA's "CUDA GPUs" list): K80 3.7 (Kepler), P100 6.0 and P40 6.1 (Pascal),
+# V100 7.0 (Volta), T4 7.5 (Turing). The hardware fact behind the "nearest architecture" rules below.
+COMPUTE_CAPABILITY = {"k80": 3.7, "p100": 6.0, "p40": 6.1, "v100": 7.0, "t4": 7.5}
+# Gandiva Table 1's two checkable models as the engine runs them on a P40 (configs/models.yaml):
+# Gavel job type, steps/s alone there (1 / step_compute_s), copies the P40's 24 GB holds.
+GANDIVA_P40 = {"ResNet-50": ("ResNet-50 (batch size 32)", 1 / 0.205, 4), "LSTM": ("LM (batch size 20)", 1 / 0.0142, 12)}
+
+
+def nearest_type(gpu: str, measured) -> str:
+    """The measured GPU type whose compute capability is closest to `gpu`'s (P40 -> P100, T4 -> V100;
+    held out: K80 -> P100, P100 -> V100, V100 -> P100)."""
+    return min(measured, key=lambda t: abs(COMPUTE_CAPABILITY[t] - COMPUTE_CAPABILITY[gpu]))
+
+
+def unmeasured_type_rules():
+    """Rules for a GPU type Gavel did not measure (issue 17, third pass), each -> make(fits) giving
+    pred(gpu, a, b, steps_a, steps_b) (steps: each job's steps/s alone on `gpu`):
+    - today: the pair's geometric mean over the measured types (the engine's rule);
+    - coloc2: the mean of today's and the two-stage lt feature model whose type intercept is the
+      mean of the measured types' (the variant wired in on branch coloc2 and not adopted);
+    - coloc2, Pascal/nearest intercept: the same with the intercept of the measured type of nearest
+      compute capability (P40 -> P100);
+    - nearest type: the nearest-compute-capability type's measurement of the pair (its fit where the
+      pair was not measured there)."""
+    feat = feature(["lt"])
+
+    def make(kind, fits):
+        base = today(fits)
+        model = fit_colocation_features(fits, ALONE, feat)
+        pairs = {(h, a, b): y for h in fits for a, b, y in _pair_obs(BY_GPU[h])}
+
+        def pred(gpu, a, b, steps_a, steps_b):
+            near = nearest_type(gpu, fits)
+            if kind == "today":
+                return base(gpu, a, b)
+            if kind == "nearest type":
+                f = fits[near]
+                return pairs.get((near, a, b), colocation_speed(f.sensitivity[a], [f.pressure[b]]))
+            typ = near if kind.endswith("nearest intercept") else "unmeasured"  # unknown type: mean intercept
+            s, p = model.sp(typ, [math.log(steps_a)])[0], model.sp(typ, [math.log(steps_b)])[1]
+            return 0.5 * (base(gpu, a, b) + colocation_speed(s, [p]))
+        return pred
+    return {k: (lambda fits, k=k: make(k, fits))
+            for k in ("today", "coloc2 (mean intercept)", "coloc2, nearest intercept", "nearest type")}
+
+
+def p40_gain(pred, job, steps, k):
+    """Aggregate throughput of k copies of `job` on one P40 over one copy alone (k-way rule)."""
+    r = pred("p40", job, job, steps, steps)
+    return k / (1 + (k - 1) * (1 / r - 1))
+
+
+def unmeasured_type_table() -> None:
+    print("| rule for an unmeasured GPU type | leave K80 out | leave P100 out | leave V100 out "
+          "| P40 pair gain ResNet-50 / LSTM (paper 0.87 / 0.83) | P40 k-way best ResNet-50 / LSTM |")
+    print("|---|---|---|---|---|---|")
+    for name, make in unmeasured_type_rules().items():
+        loto = []
+        for g in TYPES:
+            pred = make({h: FITS[h] for h in TYPES if h != g})
+            loto.append(_rms([pred(g, a, b, ALONE[a][g], ALONE[b][g]) - y for a, b, y in _pair_obs(BY_GPU[g])]))
+        pred = make(FITS)
+        pair = [p40_gain(pred, j, st, 2) for j, st, _ in GANDIVA_P40.values()]
+        best = [max(p40_gain(pred, j, st, k) for k in range(2, kmax + 1)) for j, st, kmax in GANDIVA_P40.values()]
+        print(f"| {name} | " + " | ".join(f"{x:.3f}" for x in loto) + f" | {pair[0]:.3f} / {pair[1]:.3f} | "
+              f"{best[0]:.3f} / {best[1]:.3f} |")
+
+
 def main() -> None:
     rows = [("constant (training pairs' mean)", constant()), ("today (before)", score(today))]
     for names in (["lt"], ["lt", "lvk"]):
@@ -149,6 +220,8 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for name, (lfo, lgo) in rows:
         print(f"| {name} | {lfo:.3f} | " + " | ".join(f"{lgo[g]:.3f}" for g in TYPES) + " |")
+    print()
+    unmeasured_type_table()
 
 
 if __name__ == "__main__":
