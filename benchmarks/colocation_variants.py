@@ -25,11 +25,12 @@ so they are not independent of it. None is adopted by the engine (README "GPU ty
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 from scipy.optimize import least_squares
 
-from dlclusterenv.profiles import (GAVEL_GPU_TYPES as TYPES, _family_batch, _pair_obs, _rms, colocation_speed,
+from dlclusterenv.profiles import (GAVEL_GPU_TYPES as TYPES, _family_batch, _pair_obs, _ridge, _rms, colocation_speed,
                                    fit_colocation, fit_colocation_features, gavel_alone, load_gavel, shared_dir)
 
 PATH = shared_dir() / "profiles" / "gavel_throughputs.json"
@@ -45,9 +46,150 @@ def feature(names):
         a, (_, bs) = alone[job], _family_batch(job)
         x = {"lt": math.log(a[gpu]), "lvk": math.log(a["v100"] / a["k80"]),
              "lsam": math.log(a[gpu] * (bs or 1)), "lbs": math.log(bs or 1),
-             "lrel": math.log(a[gpu]) - np.mean([math.log(a[h]) for h in TYPES])}
+             "lrel": math.log(a[gpu]) - np.mean([math.log(a[h]) for h in TYPES]),
+             "lvp": math.log(a["v100"] / a["p100"]),
+             # speed-up onto this type from the next slower measured one (K80: the P100/K80 one)
+             "lup": math.log(a["p100"] / a["k80"] if gpu in ("k80", "p100") else a[gpu] / a["p100"]),
+             "lpk": math.log(a["p100"] / a["k80"]), "lk": math.log(a["k80"]), "lp": math.log(a["p100"]), "lv": math.log(a["v100"])}
         return [x[n] for n in names]
     return f
+
+
+# ----------------------------------------------------------------------------- third pass (item 2)
+LAMBDAS = (0.1, 1.0, 10.0, 100.0)  # the ridge grid of profiles.COLOCATION_LAMBDAS
+NEIGHBOURS = (1, 2, 3, 5, 8)  # kNN grid, fixed before scoring
+
+
+def per_type(job_model, names):
+    """A held-out job's (ln s, ln p) on a measured type from `job_model` fitted on that type's fitted
+    jobs (features `names`, standardised); the rest as today (an unseen type: today's rule)."""
+    feat = feature(names)
+
+    def make(fits):
+        base, models = today(fits), {}
+        for g, f in fits.items():
+            jobs = sorted(f.sensitivity)
+            x = np.array([feat(j, g) for j in jobs])
+            mu, sd = x.mean(0), x.std(0) + 1e-12
+            t = np.log(np.maximum([[f.sensitivity[j], f.pressure[j]] for j in jobs], 1e-9))
+            models[g] = (mu, sd, job_model((x - mu) / sd, t, np.array([_family_batch(j)[0] for j in jobs])))
+
+        def sp(gpu, job):
+            f = fits[gpu]
+            if job in f.sensitivity:
+                return f.sensitivity[job], f.pressure[job]
+            mu, sd, m = models[gpu]
+            return tuple(np.exp(m((np.array(feat(job, gpu)) - mu) / sd)))
+        return lambda gpu, a, b: (base(gpu, a, b) if gpu not in fits
+                                  else colocation_speed(sp(gpu, a)[0], [sp(gpu, b)[1]]))
+    return make
+
+
+def _inner_pick(z, t, fam, fit_predict, grid):
+    """Grid value with the least leave-one-family-out error of fit_predict(z_train, t_train, h)(z_test)."""
+    def err(h):
+        return _rms(np.concatenate([fit_predict(z[fam != f], t[fam != f], h)(z[fam == f]) - t[fam == f]
+                                    for f in np.unique(fam)]))
+    return min(grid, key=err)
+
+
+def ridge_model(z, t, fam):
+    """ln s, ln p linear in z (ridge with an intercept, lambda by leave-one-family-out inside)."""
+    def fit_predict(zz, tt, lam):
+        one = np.ones((len(zz), 1))
+        w = np.column_stack([_ridge(zz, one, tt[:, c], lam) for c in range(tt.shape[1])])
+        return lambda q: np.hstack([q, np.ones((len(q), 1))]) @ w
+    lam = _inner_pick(z, t, fam, fit_predict, LAMBDAS)
+    m = fit_predict(z, t, lam)
+    return lambda q: m(np.atleast_2d(q))[0]
+
+
+def knn_model(z, t, fam):
+    """ln s, ln p the mean of the k nearest fitted jobs' (Euclidean in z; k by leave-one-family-out)."""
+    def fit_predict(zz, tt, k):
+        return lambda q: np.array([tt[np.argsort(((zz - r) ** 2).sum(1), kind="stable")[:k]].mean(0) for r in q])
+    k = _inner_pick(z, t, fam, fit_predict, NEIGHBOURS)
+    m = fit_predict(z, t, k)
+    return lambda q: m(np.atleast_2d(q))[0]
+
+
+def _training_pairs(fits, g):
+    jobs = fits[g].sensitivity
+    return [(a, b, y) for a, b, y in _pair_obs(BY_GPU[g]) if a in jobs and b in jobs]
+
+
+def pair_knn(names):
+    """Memory-based, no s x p structure: a held-out job is replaced by its k nearest fitted jobs on
+    the type (features `names`), and a pair's ratio is the mean over the stand-in pairs (measured
+    where Gavel has them, else the fit); k by leave-one-family-out inside the training part."""
+    feat = feature(names)
+
+    def model(f, g):
+        jobs = sorted(f.sensitivity)
+        meas = {(a, b): y for a, b, y in _pair_obs(BY_GPU[g]) if a in f.sensitivity and b in f.sensitivity}
+        x = np.array([feat(j, g) for j in jobs])
+        mu, sd = x.mean(0), x.std(0) + 1e-12
+
+        def near(j, k):
+            if j in f.sensitivity:
+                return [j]
+            d = ((((np.array(feat(j, g)) - mu) / sd) - (x - mu) / sd) ** 2).sum(1)
+            return [jobs[i] for i in np.argsort(d, kind="stable")[:k]]
+        ratio = lambda a, b: meas.get((a, b), colocation_speed(f.sensitivity[a], [f.pressure[b]]))  # noqa: E731
+        return lambda a, b, k: float(np.mean([ratio(x_, y_) for x_ in near(a, k) for y_ in near(b, k)]))
+
+    def make(fits):
+        base, chosen, models = today(fits), {}, {}
+        for g, f in fits.items():
+            err = {k: [] for k in NEIGHBOURS}
+            for fam in sorted({_family_batch(j)[0] for j in f.sensitivity}):
+                held = lambda j: _family_batch(j)[0] == fam  # noqa: E731
+                inner = model(fit_colocation([r for r in BY_GPU[g] if r.job_a in f.sensitivity and
+                                              r.job_b in f.sensitivity and not (held(r.job_a) or held(r.job_b))]), g)
+                for a, b, y in _training_pairs(fits, g):
+                    if held(a) or held(b):
+                        for k in NEIGHBOURS:
+                            err[k].append(inner(a, b, k) - y)
+            chosen[g] = min(NEIGHBOURS, key=lambda k: _rms(err[k]))
+            models[g] = model(f, g)
+        return lambda gpu, a, b: base(gpu, a, b) if gpu not in fits else models[gpu](a, b, chosen[gpu])
+    return make
+
+
+def mf_interaction(names, mf_lambda=0.01):
+    """Asymmetric pair model with a latent interaction: logit-odds ln(1 / r_ab - 1) = ln s_a + ln p_b +
+    u_a v_b, fitted per type on the training pairs (ridge mf_lambda on u, v; fixed, not tuned); a
+    held-out job's (ln s, ln p, u, v) by ridge on its features (lambda by leave-one-family-out)."""
+    feat = feature(names)
+
+    def fit_latent(obs, jobs):
+        n, idx = len(jobs), {j: i for i, j in enumerate(jobs)}
+        a, b = (np.array([idx[o[c]] for o in obs]) for c in (0, 1))
+        y = np.array([o[2] for o in obs])
+
+        def res(v):
+            return np.r_[1 / (1 + np.exp(v[a] + v[n + b] + v[2 * n + a] * v[3 * n + b])) - y,
+                         math.sqrt(mf_lambda) * v[2 * n:]]
+        v0 = np.r_[np.zeros(2 * n), 0.1 * np.random.default_rng(0).standard_normal(2 * n)]
+        return least_squares(res, v0).x.reshape(4, n).T  # row per job: ln s, ln p, u, v
+
+    def make(fits):
+        base, models = today(fits), {}
+        for g, f in fits.items():
+            jobs = sorted(f.sensitivity)
+            lat = dict(zip(jobs, fit_latent(_training_pairs(fits, g), jobs)))
+            x = np.array([feat(j, g) for j in jobs])
+            mu, sd = x.mean(0), x.std(0) + 1e-12
+            m = ridge_model((x - mu) / sd, np.array([lat[j] for j in jobs]), np.array([_family_batch(j)[0] for j in jobs]))
+            models[g] = lambda j, lat=lat, m=m, mu=mu, sd=sd, g=g: lat[j] if j in lat else m((np.array(feat(j, g)) - mu) / sd)
+
+        def pred(gpu, a, b):
+            if gpu not in fits:
+                return base(gpu, a, b)
+            la, lb = models[gpu](a), models[gpu](b)
+            return float(1 / (1 + math.exp(la[0] + lb[1] + la[2] * lb[3])))
+        return pred
+    return make
 
 
 def two_stage(names, pooled=True):
@@ -207,22 +349,36 @@ def unmeasured_type_table() -> None:
               f"{best[0]:.3f} / {best[1]:.3f} |")
 
 
-def main() -> None:
-    rows = [("constant (training pairs' mean)", constant()), ("today (before)", score(today))]
-    for names in (["lt"], ["lt", "lvk"]):
-        rows.append((f"direct, {'+'.join(names)}", score(direct(names), is_direct=True)))
-    rows.append(("two-stage per type, lt+lvk", score(two_stage(["lt", "lvk"], pooled=False))))
-    for names in (["lt"], ["lt", "lvk"], ["lt", "lsam", "lvk"], ["lt", "lbs"], ["lt", "lrel"]):
-        rows.append((f"two-stage pooled, {'+'.join(names)}", score(two_stage(names))))
-    rows.append(("two-stage pooled lt; unseen type: mean with today's",
-                 score(two_stage(["lt"]), average_today=True)))
+def main(slow: bool = False) -> None:
     print("| variant | leave family out | leave K80 out | leave P100 out | leave V100 out |")
     print("|---|---|---|---|---|")
-    for name, (lfo, lgo) in rows:
-        print(f"| {name} | {lfo:.3f} | " + " | ".join(f"{lgo[g]:.3f}" for g in TYPES) + " |")
+
+    def row(name, scores):
+        lfo, lgo = scores
+        print(f"| {name} | {lfo:.3f} | " + " | ".join(f"{lgo[g]:.3f}" for g in TYPES) + " |", flush=True)
+    row("constant (training pairs' mean)", constant())
+    row("today (before)", score(today))
+    for names in (["lt"], ["lt", "lvk"]):
+        row(f"direct, {'+'.join(names)}", score(direct(names), is_direct=True))
+    row("two-stage per type, lt+lvk", score(two_stage(["lt", "lvk"], pooled=False)))
+    for names in (["lt"], ["lt", "lvk"], ["lt", "lsam", "lvk"], ["lt", "lbs"], ["lt", "lrel"]):
+        row(f"two-stage pooled, {'+'.join(names)}", score(two_stage(names)))
+    row("two-stage pooled lt; unseen type: mean with today's", score(two_stage(["lt"]), average_today=True))
+    # third pass (item 2 of the coloc3 brief): new feature sets and model forms
+    for names in (["lt", "lvp"], ["lt", "lvk", "lvp"], ["lt", "lup"], ["lt", "lvk", "lup"], ["lup"],
+                  ["lt", "lpk", "lvp"]):
+        for pooled in (True, False):
+            row(f"two-stage {'pooled' if pooled else 'per type'}, {'+'.join(names)}",
+                score(two_stage(names, pooled=pooled)))
+    for names in (["lk", "lp", "lv"], ["lk", "lp", "lv", "lbs"]):
+        row(f"ridge per type, {'+'.join(names)}", score(per_type(ridge_model, names)))
+        row(f"kNN per type, {'+'.join(names)}", score(per_type(knn_model, names)))
+    if slow:
+        row("pair kNN per type, lk+lp+lv", score(pair_knn(["lk", "lp", "lv"])))
+        row("latent interaction per type, lt+lvk", score(mf_interaction(["lt", "lvk"])))
     print()
     unmeasured_type_table()
 
 
 if __name__ == "__main__":
-    main()
+    main(slow="--slow" in sys.argv[1:])
