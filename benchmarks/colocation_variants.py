@@ -1,7 +1,8 @@
 """Co-location models for pairs Gavel did not measure (issue 17): every variant tried, scored as
 `dlcluster fidelity` scores the adopted one.
 
-    python benchmarks/colocation_variants.py      # about 1 minute
+    python benchmarks/colocation_variants.py          # about 1 minute
+    python benchmarks/colocation_variants.py --slow   # also pair kNN and the latent interaction (minutes)
 
 Scores (RMSE of a job's speed ratio, ../shared/profiles/gavel_throughputs.json): leave one model
 family out (per GPU type, that type's per-job fit on the other families; a held-out job's s and p
@@ -16,6 +17,9 @@ over its mean over types (`lrel`). Variants:
   regressed on x, per type or pooled with a per-type intercept, ridge lambda by leave-one-family-out
   inside the training part;
 - for an unseen type, also the two-stage model averaged with today's pair mean, equal weights.
+Third pass (coloc3), for unseen jobs only (an unseen type keeps today's rule unless said): speed-up
+features `lvp` ln(V100 / P100), `lup` (onto the type from the next slower one), `lpk`, the speed
+profile `lk`, `lp`, `lv`; per-type ridge and kNN on it; pair kNN; the latent interaction model.
 A second table (`unmeasured_type_table`, third pass) scores rules for a GPU type Gavel did not measure
 on both checks at once: leave one GPU type out and Gandiva Table 1's P40 packing gain (never fitted).
 The compute-capability rules there were written down after coloc2's variant failed the P40 check,
@@ -50,7 +54,8 @@ def feature(names):
              "lvp": math.log(a["v100"] / a["p100"]),
              # speed-up onto this type from the next slower measured one (K80: the P100/K80 one)
              "lup": math.log(a["p100"] / a["k80"] if gpu in ("k80", "p100") else a[gpu] / a["p100"]),
-             "lpk": math.log(a["p100"] / a["k80"]), "lk": math.log(a["k80"]), "lp": math.log(a["p100"]), "lv": math.log(a["v100"])}
+             "lpk": math.log(a["p100"] / a["k80"]),
+             "lk": math.log(a["k80"]), "lp": math.log(a["p100"]), "lv": math.log(a["v100"])}
         return [x[n] for n in names]
     return f
 
@@ -180,8 +185,10 @@ def mf_interaction(names, mf_lambda=0.01):
             lat = dict(zip(jobs, fit_latent(_training_pairs(fits, g), jobs)))
             x = np.array([feat(j, g) for j in jobs])
             mu, sd = x.mean(0), x.std(0) + 1e-12
-            m = ridge_model((x - mu) / sd, np.array([lat[j] for j in jobs]), np.array([_family_batch(j)[0] for j in jobs]))
-            models[g] = lambda j, lat=lat, m=m, mu=mu, sd=sd, g=g: lat[j] if j in lat else m((np.array(feat(j, g)) - mu) / sd)
+            m = ridge_model((x - mu) / sd, np.array([lat[j] for j in jobs]),
+                            np.array([_family_batch(j)[0] for j in jobs]))
+            models[g] = lambda j, lat=lat, m=m, mu=mu, sd=sd, g=g: (
+                lat[j] if j in lat else m((np.array(feat(j, g)) - mu) / sd))
 
         def pred(gpu, a, b):
             if gpu not in fits:
