@@ -35,7 +35,7 @@ import sys
 import numpy as np
 from scipy.optimize import least_squares
 
-from dlclusterenv.profiles import (GAVEL_GPU_TYPES as TYPES, _family_batch, _pair_obs, _ridge, _rms, colocation_speed,
+from dlclusterenv.profiles import (COLOCATION_LAMBDAS, GAVEL_GPU_TYPES as TYPES, _family_batch, _pair_obs, _ridge, _rms, colocation_speed,
                                    fit_colocation, fit_colocation_features, gavel_alone, load_gavel, shared_dir)
 
 PATH = shared_dir() / "profiles" / "gavel_throughputs.json"
@@ -61,8 +61,8 @@ def feature(names):
     return f
 
 
-# ----------------------------------------------------------------------------- third pass (item 2)
-LAMBDAS = (0.1, 1.0, 10.0, 100.0)  # the ridge grid of profiles.COLOCATION_LAMBDAS
+# ----------------------------------------------------------------------------- third pass (coloc3)
+LAMBDAS = COLOCATION_LAMBDAS  # the ridge grid two-stage uses, fixed before scoring
 NEIGHBOURS = (1, 2, 3, 5, 8)  # kNN grid, fixed before scoring
 
 
