@@ -36,7 +36,8 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from dlclusterenv.profiles import (COLOCATION_LAMBDAS, GAVEL_GPU_TYPES as TYPES, _family_batch, _pair_obs, _ridge,
-                                   _rms, colocation_speed, fit_colocation, fit_colocation_features, gavel_alone, load_gavel, shared_dir)
+                                   _rms, colocation_speed, fit_colocation, fit_colocation_features, gavel_alone,
+                                   load_gavel, shared_dir)
 
 PATH = shared_dir() / "profiles" / "gavel_throughputs.json"
 BY_GPU = load_gavel(PATH)
