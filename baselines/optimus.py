@@ -4,9 +4,13 @@ Seed 002 ("Optimus", lecture 10) gives the allocation heuristic and the placemen
 003 (reading notes) the convergence and speed models and the public code in outline
 (pengyanghua/optimus @8d46148, scheduler/optimus_scheduler.py and estimator.py, cited as [code]).
 
-1. Convergence model, seed 003: l(k) = 1/(b0*k + b1) + b2 fitted to the job's *observed* loss
-   points (non-negative parameters, later points weighted more: three segments, sigma divided by 4
-   per segment, as [code] _loss_curve_fitting). The job converges at the first epoch whose fitted
+1. Convergence model, seed 003 ("SGD converges at O(1/k) ... so we approximate the training loss
+   curve by" l(k) = 1/(b0*k + b1) + b2, refitted as points come in) fitted to the job's *observed*
+   loss points by weighted least squares (non-negative parameters, later points weighted more: three
+   segments, sigma divided by 4 per segment, as [code] _loss_curve_fitting). The fit is exact to
+   the optimum: for fixed c = b1/b0 the model is linear in 1/b0 and b2, so those are closed-form
+   and only c is searched (fit_loss; [code] calls scipy's curve_fit, which stops short on long
+   noisy series, see README "Benchmark suite"). The job converges at the first epoch whose fitted
    loss improves on the previous one by less than the owner's threshold (JobView.rel_delta, the
    job's stopping rule), within the epoch budget ([code] instead waits for a fitted change below 0.05 over 10 epochs; the owner's
    threshold is the simulator's definition of convergence). Remaining work Q_j is in *steps* (that

@@ -3,6 +3,7 @@
     python benchmarks/optimus_fit.py record OUT.pkl [RUN ...]   # run Optimus, keep what matters
     python benchmarks/optimus_fit.py compare A.pkl B.pkl         # same decisions? same fits?
     python benchmarks/optimus_fit.py refit A.pkl                 # A's fit inputs, this tree's fit
+    python benchmarks/optimus_fit.py suite OUT.csv [--workers 2] # every Optimus run of suite v2
 
 A RUN is `default:SEED`, `optimus:SEED` (a scenario at a seed) or `INSTANCE:WINDOW` (a v2 suite
 instance's test window at its test seed, e.g. `philly-6c71a0-nov@1x:0`); default: the runs issue 15
@@ -10,7 +11,9 @@ names (default and optimus seed 0, the 6c71a0@1x and 103959@1x test windows). `r
 the decision log, every job's finish time, the CPU-seconds of the run and of `fit_loss`, and every
 fit's input points and result; `compare` reports identical decisions per run and the largest
 relative difference of the fitted parameters (fits of the same points only). Run `record` once with
-PYTHONPATH at the old tree and once at the new one, then `compare`.
+PYTHONPATH at the old tree and once at the new one, then `compare`. `suite` runs only Optimus' runs
+of `dlcluster benchmark v2` (its test split, decision logs beside OUT.csv) and writes their rows,
+for `benchmarks/suite_cost.py RUNS.csv --replace OUT.csv`.
 """
 
 from __future__ import annotations
@@ -144,6 +147,23 @@ def compare(a: dict, b: dict) -> None:
               f"in fit_loss {x['fit_s']:.1f} / {y['fit_s']:.1f}")
 
 
+def suite_rows(out: str, workers: int) -> None:
+    from pathlib import Path
+
+    import pandas as pd
+
+    from dlclusterenv.benchmark import execute, instances, load_suite, plan
+
+    suite, where = load_suite("v2")
+    logs = Path(out).with_suffix("")
+    tasks = [t for t in plan(suite, instances(suite, where), logs) if t.policy == "optimus"]
+    t0 = time.perf_counter()
+    rows = execute(tasks, workers)
+    pd.DataFrame(rows).drop(columns="fingerprint").to_csv(out, index=False)
+    print(f"{len(rows)} Optimus runs of v2 in {time.perf_counter() - t0:,.0f} s wall on {workers} workers, "
+          f"{sum(r['wall_s'] for r in rows):,.0f} run-seconds -> {out}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -155,6 +175,9 @@ def main() -> None:
     c.add_argument("b")
     f = sub.add_parser("refit")
     f.add_argument("a")
+    u = sub.add_parser("suite")
+    u.add_argument("out")
+    u.add_argument("--workers", type=int, default=2)
     a = ap.parse_args()
     if a.cmd == "record":
         out = {}
@@ -165,6 +188,8 @@ def main() -> None:
                   f"avg JCT {res['summary'].get('avg_jct_s')}", flush=True)
             with open(a.out, "wb") as f:
                 pickle.dump(out, f)
+    elif a.cmd == "suite":
+        suite_rows(a.out, a.workers)
     elif a.cmd == "refit":
         with open(a.a, "rb") as f:
             refit(pickle.load(f))
