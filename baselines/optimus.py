@@ -209,20 +209,20 @@ def fit_loss(points: tuple[tuple[int, float], ...]) -> tuple[float, float, float
     """(b0, b1, b2) >= 0 minimising the weighted squared error over the observed (epoch, loss),
     later points weighted more ([code]); epochs count from 1.
 
-    Seed 003 (the convergence model, "the fit improves as more points come in"; the paper: online
-    NNLS fitting) fits l(k) = 1/(b0*k + b1) + b2 by least squares. The search over c = b1/b0
-    (see _LossFit): ln c on a grid (LOSS_C_GRID: 1e-16, then factor 10 from 1e-8 to 1e10), then
-    Brent's method between the best grid point's neighbours. At the grid's ends the optimum is a
-    bound: c = 0 (b1 = 0) or c -> inf (the curve all but a straight line, b0 -> 0). A flat curve (a = 0: the loss did
-    not fall) is (0, 1/mean, 0): it converges at once. The optimum is that of the earlier bounded TRF
-    (`curve_fit`) where that one converged, and lower where it stopped short (see README, "Benchmark
-    suite"), at a tenth of the time or less."""
+    Seed 003: the loss model, fitted to the points so far ("the fit improves as more points come
+    in"). The search over c = b1/b0 (see _LossFit): ln c on a grid (LOSS_C_GRID: 1e-16, then
+    factor 10 from 1e-8 to 1e10), then Brent's method between the best grid point's neighbours. At
+    the grid's ends the optimum is a bound: c = 0 (b1 = 0) or c -> inf (the curve all but a
+    straight line, b0 -> 0). A flat curve (a = 0: the loss did not fall) is (0, 1/mean, 0): it
+    converges at once. Where the earlier fit (bounded TRF, `curve_fit` as [code]) converged, this
+    is its optimum (tests/test_optimus_fit.py); where it stopped short this is lower (README,
+    "Benchmark suite")."""
     if len(points) < MIN_LOSS_POINTS:
         return None
     f = _LossFit(points)
     costs = [f.cost(u) for u in LOSS_C_GRID]
-    i = int(np.argmin(costs))
-    if 0 < i < len(LOSS_C_GRID) - 1:
+    i = int(np.argmin(costs))  # the first minimum: costs[i - 1] > costs[i]
+    if 0 < i < len(LOSS_C_GRID) - 1 and costs[i] < costs[i + 1]:  # Brent needs a strict bracket
         lo, mid, hi = LOSS_C_GRID[i - 1 : i + 2]
         c = math.exp(minimize_scalar(f.cost, bracket=(lo, mid, hi), method="brent").x)
     else:
