@@ -5,8 +5,9 @@
     python benchmarks/optimus_fit.py refit A.pkl                 # A's fit inputs, this tree's fit
     python benchmarks/optimus_fit.py suite OUT.csv [--workers 2] # every Optimus run of suite v2
 
-A RUN is `default:SEED`, `optimus:SEED` (a scenario at a seed) or `INSTANCE:WINDOW` (a v2 suite
-instance's test window at its test seed, e.g. `philly-6c71a0-nov@1x:0`); default: the runs issue 15
+A RUN is `default:SEED`, `optimus:SEED` (a scenario at a seed) or `INSTANCE:I` (the I-th run of a
+v2 suite instance's test split: its test windows in order at its test seed, e.g.
+`philly-6c71a0-nov@1x:0`, or its test seeds); default: the runs issue 15
 names (default and optimus seed 0, the 6c71a0@1x and 103959@1x test windows). `record` keeps per run
 the decision log, every job's finish time, the CPU-seconds of the run and of `fit_loss`, and every
 fit's input points and result; `compare` reports identical decisions per run and the largest
@@ -40,10 +41,11 @@ def scenario_of(run: str):
     inst = next((i for i in instances(suite, where, say=lambda s: None) if i.key == name), None)
     if inst is None:
         raise SystemExit(f"{run}: no v2 instance {name!r}")
-    runs = {w: (sc, seed) for w, sc, seed in inst.runs("test")}
-    if int(arg) not in runs:
-        raise SystemExit(f"{run}: instance {name} has test windows {sorted(runs)}")
-    return runs[int(arg)]
+    runs = inst.runs("test")
+    if not 0 <= int(arg) < len(runs):
+        raise SystemExit(f"{run}: instance {name} has {len(runs)} test runs")
+    _, sc, seed = runs[int(arg)]
+    return sc, seed
 
 
 def record_run(run: str) -> dict:
