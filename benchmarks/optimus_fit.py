@@ -9,10 +9,11 @@ A RUN is `default:SEED`, `optimus:SEED` (a scenario at a seed) or `INSTANCE:I` (
 v2 suite instance's test split: its test windows in order at its test seed, e.g.
 `philly-6c71a0-nov@1x:0`, or its test seeds); default: the runs issue 15
 names (default and optimus seed 0, the 6c71a0@1x and 103959@1x test windows). `record` keeps per run
-the decision log, every job's finish time, the CPU-seconds of the run and of `fit_loss`, and every
-fit's input points and result; `compare` reports identical decisions per run and the largest
-relative difference of the fitted parameters (fits of the same points only). Run `record` once with
-PYTHONPATH at the old tree and once at the new one, then `compare`. `suite` runs only Optimus' runs
+the decision log, every job's finish time and true epoch count, the CPU-seconds of the run and of
+`fit_loss`, and every fit's input points, result and job; `compare` reports identical decisions per
+run and the largest relative difference of the fitted parameters (fits of the same points only);
+`refit` fits a record's inputs again with this tree's `fit_loss` (see its docstring). Run `record`
+once with PYTHONPATH at the old tree and once at the new one, then `compare`. `suite` runs only Optimus' runs
 of `dlcluster benchmark v2` (its test split, decision logs beside OUT.csv) and writes their rows,
 for `benchmarks/suite_cost.py RUNS.csv --replace OUT.csv`.
 """
