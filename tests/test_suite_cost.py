@@ -34,3 +34,22 @@ def test_a_file_that_is_not_a_runs_csv_is_named(tmp_path):
     res = cost(csv)
     assert res.returncode != 0 and "other.csv" in res.stderr and "wall_s" in res.stderr
     assert "--workers" in cost(csv, "--workers", "0").stderr
+
+
+def test_replace_swaps_the_rows_of_a_rerun_policy(tmp_path):
+    """--replace: the rerun rows take the place of the same (instance, split, window, policy, seed),
+    windowless rows included; a row that matches no run is an error naming the file."""
+    csv, new, bad = tmp_path / "runs.csv", tmp_path / "new.csv", tmp_path / "bad.csv"
+    csv.write_text("instance,split,window,policy,seed,avg_jct_s,wall_s\n"
+                   "a@1x,test,,slow,0,1,90\n"
+                   "a@1x,test,1,slow,0,1,50\n"
+                   "a@1x,test,,fast,0,1,6\n")
+    new.write_text("instance,split,window,policy,seed,avg_jct_s,wall_s\n"
+                   "a@1x,test,,slow,0,1,9\n"
+                   "a@1x,test,1,slow,0,1,5\n")
+    out = cost(csv, "--replace", str(new)).stdout
+    assert "2 runs replaced (140 -> 14 run-seconds)" in out
+    assert "3 runs, 20 run-seconds, at least 10 s wall on 2 workers (longest run 9 s)" in out
+    bad.write_text("instance,split,window,policy,seed,avg_jct_s,wall_s\na@1x,test,2,slow,0,1,9\n")
+    res = cost(csv, "--replace", str(bad))
+    assert res.returncode != 0 and "bad.csv" in res.stderr and "match no run" in res.stderr
