@@ -31,7 +31,8 @@ Intervals: 95% Student t over the runs (window x seed); learned / other ratios a
 block per instance, rewritten as each ends; blocks of other instances from an earlier call with the
 same suite and model are kept) and shapes-INSTANCE.png under --out; scheduler runs are kept in
 scheduler_runs.jsonl there and reused (keyed with the scenario's fingerprint), the
-learned policy's in learned_runs.jsonl (keyed with the model file's size and mtime as well).
+learned policy's in learned_runs.jsonl (its fingerprint also holds the SHA-256 of the model file
+and config.yaml, `evaluate.policy_key`).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def cached_execute(tasks: list[Task], cache: Path) -> list[dict]:
                 if cache.exists() else {})
 
     kept = read()
-    keys = [key(vars(t), fingerprint(t.scenario)) for t in tasks]
+    keys = [key(vars(t), fingerprint(t.scenario, t.policy)) for t in tasks]
     for t, k in zip(tasks, keys):  # one at a time, each kept as it ends: an interrupt loses one run
         if k not in kept:
             kept.update(read())  # another call may have appended it meanwhile
@@ -105,16 +106,16 @@ def learned_episode(task: Task) -> tuple[dict, list[dict]]:
         if te or tr:
             row = {"instance": task.instance, "split": task.split, "window": task.window, "policy": task.policy,
                    "seed": task.seed, **u.sim.metrics().summary(), "wall_s": time.perf_counter() - t0,
-                   "fingerprint": fingerprint(task.scenario)}
+                   "fingerprint": fingerprint(task.scenario, task.policy)}
             return row, out
 
 
 def cached_episode(task: Task, cache: Path) -> tuple[dict, list[dict]]:
-    """learned_episode, kept in `cache` (JSON lines) keyed with the scenario's fingerprint and the
-    model file's size and mtime, so a rerun with other seeds or extended policies reuses it."""
-    model = Path(parse_spec(task.policy)[1]).stat()
-    key = [task.instance, task.split, task.window, task.policy, task.seed, fingerprint(task.scenario),
-           model.st_size, model.st_mtime_ns]
+    """learned_episode, kept in `cache` (JSON lines) keyed with the run's fingerprint (scenario, and
+    the content of the model file and its config), so a rerun with other seeds or extended policies
+    reuses it and a retrained model is run again."""
+    key = [task.instance, task.split, task.window, task.policy, task.seed,
+           fingerprint(task.scenario, task.policy)]
     if cache.exists():
         for line in cache.read_text().splitlines():
             r = json.loads(line)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -75,7 +76,7 @@ def test_runs_are_cached_by_task_and_model_file(tmp_path, monkeypatch):
     def fake(task):
         calls.append(task.policy)
         return {"instance": task.instance, "split": task.split, "window": task.window, "policy": task.policy,
-                "seed": task.seed, "avg_jct_s": 1.0, "fingerprint": ls.fingerprint(task.scenario)}
+                "seed": task.seed, "avg_jct_s": 1.0, "fingerprint": ls.fingerprint(task.scenario, task.policy)}
 
     monkeypatch.setattr(ls, "run_task", fake)
     monkeypatch.setattr(ls, "learned_episode", lambda t: (fake(t), [{"shape": 0}]))
@@ -91,3 +92,12 @@ def test_runs_are_cached_by_task_and_model_file(tmp_path, monkeypatch):
     model.write_bytes(b"xy")  # another model file: its runs are not reused, the scheduler's are
     ls.run_all(tasks, tmp_path / "scheduler_runs.jsonl")
     assert calls == [spec, "fifo", spec]
+    st = model.stat()
+    model.write_bytes(b"xz")  # same size and mtime, other bytes: another model too
+    os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns))
+    ls.run_all(tasks, tmp_path / "scheduler_runs.jsonl")
+    assert calls == [spec, "fifo", spec, spec]
+    model.write_bytes(b"xz")  # the same bytes again (new mtime): the same model, reused
+    os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    ls.run_all(tasks, tmp_path / "scheduler_runs.jsonl")
+    assert calls == [spec, "fifo", spec, spec]
