@@ -595,6 +595,45 @@ def test_a_commit_stopped_part_way_is_finished_by_the_next_benchmark(tmp_path, m
     _consistent(out)
 
 
+def test_a_benchmark_killed_at_its_commit_point_loses_no_run(tmp_path, monkeypatch):
+    """Killed just before the stage is renamed to `.commit/`, `--resume` reuses every finished run
+    (their rows are still staged); killed just after, the next benchmark moves the outputs in
+    without the staged rows (`out/rows` is not an output)."""
+    import pathlib
+
+    path = _suite_file(tmp_path, **{"heuristics": ["fifo"], "scenarios.0.loads": [2]})
+    out = tmp_path / "out"
+    real_rename = pathlib.Path.rename
+
+    def killed_at_commit(self, target):
+        if self.name == ".staging":
+            raise SystemExit(-9)
+        return real_rename(self, target)
+
+    monkeypatch.setattr(pathlib.Path, "rename", killed_at_commit)
+    with pytest.raises(SystemExit):
+        run_suite(path, out, progress=False, say=_quiet)
+    monkeypatch.setattr(pathlib.Path, "rename", real_rename)
+    assert not (out / "runs.csv").exists()
+    res = run_suite(path, out, progress=False, say=_quiet, resume=True)
+    assert res["reused"] == res["runs"]
+    _consistent(out)
+
+    def killed_after_commit(self, target):
+        real_rename(self, target)
+        if self.name == ".staging":
+            raise SystemExit(-9)
+
+    monkeypatch.setattr(pathlib.Path, "rename", killed_after_commit)
+    with pytest.raises(SystemExit):
+        run_suite(path, out, progress=False, say=_quiet)
+    assert (out / ".commit" / "rows").is_dir()
+    monkeypatch.undo()
+    assert run_suite(path, out, progress=False, say=_quiet, resume=True)["reused"] == res["runs"]
+    assert not (out / "rows").exists() and not (out / ".commit").exists()
+    _consistent(out)
+
+
 def test_cli_resume_flag(tmp_path, capsys):
     path = _suite_file(tmp_path, **{"heuristics": ["fifo"], "scenarios.0.loads": [2]})
     assert main(["benchmark", str(path), "--out", str(tmp_path / "o"), "--check"]) == 0
