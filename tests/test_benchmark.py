@@ -467,18 +467,9 @@ def test_resume_needs_the_decision_log_and_reads_old_runs_csv_through_it(tmp_pat
     assert 1 not in reusable(moved, out)  # the log's scenario is not the planned one
 
 
-def test_resume_reruns_a_learned_policy_whose_model_file_changed(tmp_path, monkeypatch):
+def test_resume_reruns_a_learned_policy_whose_model_file_changed(tmp_path, fifo_as_learned):
     """A learned policy's rows carry the content hash of its model file (and config): swapping
     model.zip for other bytes of the same size reruns that policy's runs and no other."""
-    import sys
-    import types
-
-    import baselines
-
-    def run_learned(spec, scenario, seed):
-        return make_sim(scenario, seed).run(baselines.make("fifo"))
-
-    monkeypatch.setitem(sys.modules, "agents.learned", types.SimpleNamespace(run_learned=run_learned))
     model = tmp_path / "m" / "model.zip"
     model.parent.mkdir()
     model.write_bytes(b"weights A")
