@@ -42,10 +42,12 @@ import json
 import time
 from collections import Counter
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 
 from agents.learned import load_learned, parse_spec
+from dlclusterenv import schedulers
 from dlclusterenv.benchmark import (Instance, Suite, Task, fingerprint, instances, load_suite, plan,
                                     run_task, score)
 from dlclusterenv.config import ConfigError
@@ -127,12 +129,17 @@ def cached_episode(task: Task, cache: Path) -> tuple[dict, list[dict]]:
     return row, recs
 
 
+def _learned(policy: str) -> bool:
+    """A learned KIND:PATH, not a scheduler of --compare written module:Class (both have a colon)."""
+    return schedulers.kind(policy) == "learned"
+
+
 def run_all(tasks: list[Task], cache: Path) -> tuple[list[dict], list[dict]]:
     """Rows in task order (learned runs first, here; then scheduler runs through the cache, which
     meanwhile another call may have filled) and the learned policy's decisions over all its runs."""
     learned = {i: cached_episode(t, cache.with_name("learned_runs.jsonl")) for i, t in enumerate(tasks)
-               if ":" in t.policy}
-    sched = iter(cached_execute([t for t in tasks if ":" not in t.policy], cache))
+               if _learned(t.policy)}
+    sched = iter(cached_execute([t for t in tasks if not _learned(t.policy)], cache))
     rows = [learned[i][0] if i in learned else next(sched) for i in range(len(tasks))]
     return rows, [d for _, ds in learned.values() for d in ds]
 
@@ -181,7 +188,7 @@ def extended_tasks(inst: Instance, policies: list[str], extra_seeds: int, out: P
     seeds = list(range(base + 1, base + 1 + extra_seeds))
     runs = [(k, sc, s) for k, sc, _ in inst.runs("test")[:: len(inst.entry.test.seeds)] for s in seeds]
     return [Task(inst.key, "test", k, p, sc, s,
-                 None if ":" in p else str(out / "logs" / inst.key / f"{p}-s{s}-w{k}.jsonl"))
+                 None if _learned(p) else str(out / "logs" / inst.key / f"{quote(p, safe='')}-s{s}-w{k}.jsonl"))
             for k, sc, s in runs for p in policies]
 
 

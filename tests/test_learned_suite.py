@@ -101,3 +101,25 @@ def test_runs_are_cached_by_task_and_model_file(tmp_path, monkeypatch):
     os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     ls.run_all(tasks, tmp_path / "scheduler_runs.jsonl")
     assert calls == [spec, "fifo", spec, spec]
+
+
+def test_a_compared_module_scheduler_runs_as_a_scheduler(tmp_path, monkeypatch):
+    """--compare may name a scheduler `module:Class`: it has a colon like a learned KIND:PATH, but
+    runs (and is cached) as a scheduler, with its log named as `dlcluster benchmark` names it."""
+    _, (suite, [inst]) = chosen("--instances", "default@1x")
+    k, sc, seed = inst.runs("test")[0]
+    ran = []
+
+    def fake(task):
+        ran.append(task)
+        return {"instance": task.instance, "split": task.split, "window": task.window, "policy": task.policy,
+                "seed": task.seed, "avg_jct_s": 1.0, "fingerprint": ls.fingerprint(task.scenario, task.policy)}
+
+    monkeypatch.setattr(ls, "run_task", fake)
+    monkeypatch.setattr(ls, "learned_episode", lambda t: pytest.fail(f"{t.policy} run as a learned policy"))
+    own = "my_pkg.sched:Mine"
+    rows, recs = ls.run_all([ls.Task(inst.key, "test", k, own, sc, seed, str(tmp_path / "own.jsonl"))],
+                            tmp_path / "scheduler_runs.jsonl")
+    assert [r["policy"] for r in rows] == [own] and recs == []
+    [task] = ls.extended_tasks(inst, [own], 1, tmp_path)
+    assert task.log is not None and Path(task.log).name.startswith("my_pkg.sched%3AMine-s")
