@@ -32,15 +32,19 @@ block per instance, rewritten as each ends; blocks of other instances from an ea
 same suite and model are kept) and shapes-INSTANCE.png under --out; scheduler runs are kept in
 scheduler_runs.jsonl there and reused (keyed with the scenario's fingerprint), the
 learned policy's in learned_runs.jsonl (its fingerprint also holds the SHA-256 of the model file
-and config.yaml, `evaluate.policy_key`).
+and config.yaml, `evaluate.policy_key`). Calls running at once share these files through locks
+beside them (`*.lock`); a line torn by a killed call is rerun, and results.json is replaced whole.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -51,12 +55,50 @@ from dlclusterenv import schedulers
 from dlclusterenv.benchmark import (Instance, Suite, Task, fingerprint, instances, load_suite, plan,
                                     run_task, score)
 from dlclusterenv.config import ConfigError
+from dlclusterenv.evaluate import atomic_write
 from dlclusterenv.metrics import ci95
 
 
 def stats(x) -> dict:
     x = np.asarray(x, dtype=float)
     return {"mean": float(x.mean()), "ci95": ci95(x), "n": int(len(x))}
+
+
+@contextmanager
+def _locked(path: Path, shared: bool = False) -> Iterator[None]:
+    """A lock beside `path` (`path.lock`) held for a read (`shared`) or a write of it: calls for
+    other instances at once share the caches and results.json."""
+    with open(path.with_name(path.name + ".lock"), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    """The whole records of a JSON-lines cache; a line torn by a call killed while appending it
+    (not JSON) is left out, so that run is simply run again."""
+    if not path.exists():
+        return []
+    with _locked(path, shared=True):
+        text = path.read_text()
+    out = []
+    for line in text.split("\n")[:-1]:  # the part after the last newline is not a whole line
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return out
+
+
+def _append_jsonl(path: Path, record: dict) -> None:
+    """One record as a line, after a newline that closes a torn last line if there is one."""
+    line = json.dumps(record) + "\n"
+    with _locked(path), open(path, "a+") as f:
+        f.seek(0, 2)
+        if f.tell():
+            f.seek(f.tell() - 1)
+            if f.read(1) != "\n":
+                line = "\n" + line
+        f.write(line)
 
 
 def cached_execute(tasks: list[Task], cache: Path) -> list[dict]:
@@ -68,8 +110,7 @@ def cached_execute(tasks: list[Task], cache: Path) -> list[dict]:
         return r["instance"], r["split"], r["window"], r["policy"], r["seed"], fp
 
     def read():
-        return ({key(r, r["fingerprint"]): r for r in map(json.loads, cache.read_text().splitlines())}
-                if cache.exists() else {})
+        return {key(r, r["fingerprint"]): r for r in _read_jsonl(cache)}
 
     kept = read()
     keys = [key(vars(t), fingerprint(t.scenario, t.policy)) for t in tasks]
@@ -78,8 +119,7 @@ def cached_execute(tasks: list[Task], cache: Path) -> list[dict]:
             kept.update(read())  # another call may have appended it meanwhile
         if k not in kept:
             r = kept[k] = run_task(t)
-            with open(cache, "a") as f:
-                f.write(json.dumps(r) + "\n")
+            _append_jsonl(cache, r)
     return [kept[k] for k in keys]
 
 
@@ -118,14 +158,11 @@ def cached_episode(task: Task, cache: Path) -> tuple[dict, list[dict]]:
     reuses it and a retrained model is run again."""
     key = [task.instance, task.split, task.window, task.policy, task.seed,
            fingerprint(task.scenario, task.policy)]
-    if cache.exists():
-        for line in cache.read_text().splitlines():
-            r = json.loads(line)
-            if r["key"] == key:
-                return r["row"], r["decisions"]
+    for r in _read_jsonl(cache):
+        if r["key"] == key:
+            return r["row"], r["decisions"]
     row, recs = learned_episode(task)
-    with open(cache, "a") as f:
-        f.write(json.dumps({"key": key, "row": row, "decisions": recs}) + "\n")
+    _append_jsonl(cache, {"key": key, "row": row, "decisions": recs})
     return row, recs
 
 
@@ -275,12 +312,15 @@ def main(argv=None) -> None:
               "training": json.loads((Path(a.model).parent / "run.json").read_text()), "instances": {}}
     for inst in insts:
         r = evaluate(suite, inst, spec, compare, a.extra_seeds, out, out / "scheduler_runs.jsonl")
-        old = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else {}
-        if (old.get("suite"), old.get("model")) == (suite.name, a.model):  # calls for other instances add up
-            result["instances"] = {**old["instances"], **result["instances"]}
-        result["instances"][inst.key] = r
-        result["wall_s"] = time.perf_counter() - t0
-        (out / "results.json").write_text(json.dumps(result, indent=1))
+        path = out / "results.json"
+        with _locked(path):  # read, merged and replaced whole while no other call writes it
+            old = json.loads(path.read_text()) if path.exists() else {}
+            if (old.get("suite"), old.get("model")) == (suite.name, a.model):  # calls for other instances add up
+                result["instances"] = {**old["instances"], **result["instances"]}
+            result["instances"][inst.key] = r
+            result["wall_s"] = time.perf_counter() - t0
+            text = json.dumps(result, indent=1)
+            atomic_write(path, lambda tmp: tmp.write_text(text))
         report(r)
     print(f"wall {result['wall_s']:.0f} s; {out / 'results.json'}, {out}/shapes-*.png")
 

@@ -123,3 +123,27 @@ def test_a_compared_module_scheduler_runs_as_a_scheduler(tmp_path, monkeypatch):
     assert [r["policy"] for r in rows] == [own] and recs == []
     [task] = ls.extended_tasks(inst, [own], 1, tmp_path)
     assert task.log is not None and Path(task.log).name.startswith("my_pkg.sched%3AMine-s")
+
+
+def test_a_torn_cache_line_is_run_again_not_a_crash(tmp_path, monkeypatch):
+    """A call killed while appending to a cache leaves a torn last line: the next call skips it,
+    reruns that run and appends it on a line of its own; the whole lines before it are reused."""
+    _, (suite, [inst]) = chosen("--instances", "default@1x")
+    k, sc, seed = inst.runs("test")[0]
+    ran = []
+
+    def fake(task):
+        ran.append(task.policy)
+        return {"instance": task.instance, "split": task.split, "window": task.window, "policy": task.policy,
+                "seed": task.seed, "avg_jct_s": 1.0, "fingerprint": ls.fingerprint(task.scenario, task.policy)}
+
+    monkeypatch.setattr(ls, "run_task", fake)
+    tasks = [ls.Task(inst.key, "test", k, p, sc, seed, str(tmp_path / f"{p}.jsonl")) for p in ("fifo", "drf")]
+    cache = tmp_path / "scheduler_runs.jsonl"
+    ls.run_all(tasks, cache)
+    whole = cache.read_text().splitlines(keepends=True)
+    cache.write_text(whole[0] + whole[1][: len(whole[1]) // 2])  # killed while writing drf's line
+    rows, _ = ls.run_all(tasks, cache)
+    assert ran == ["fifo", "drf", "drf"] and [r["policy"] for r in rows] == ["fifo", "drf"]
+    ls.run_all(tasks, cache)
+    assert ran == ["fifo", "drf", "drf"] and cache.read_text().endswith("\n")
