@@ -600,7 +600,7 @@ def run_suite(name: str, out: Path, *, workers: int = 1, extra: list[str] = (), 
     if not insts:
         raise ConfigError(f"{path}: no scenario of the suite can run here (every trace file is absent)")
     out = Path(out)
-    with claim(out, "benchmark"):
+    with claim(out):
         _finish_commit(out)
         stage = out / STAGE
         tasks = plan(suite, insts, out, extra)

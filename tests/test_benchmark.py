@@ -625,6 +625,18 @@ def test_a_benchmark_killed_at_its_commit_point_loses_no_run(tmp_path, monkeypat
     _consistent(out)
 
 
+def test_a_benchmark_into_a_held_out_fails_at_once_naming_it(tmp_path):
+    """One lock serves `evaluate` and `benchmark`: a benchmark into an --out that an evaluation
+    (or another benchmark) holds fails before any run, and its message fits either holder."""
+    from dlclusterenv.evaluate import EvaluateError, claim
+
+    path = _suite_file(tmp_path, **{"heuristics": ["fifo"], "scenarios.0.loads": [2]})
+    out = tmp_path / "out"
+    with claim(out), pytest.raises(EvaluateError, match="another evaluation or benchmark is writing there"):
+        run_suite(path, out, progress=False, say=_quiet)
+    assert not (out / ".staging").exists() and not (out / "runs.csv").exists()
+
+
 def test_cli_resume_flag(tmp_path, capsys):
     path = _suite_file(tmp_path, **{"heuristics": ["fifo"], "scenarios.0.loads": [2]})
     assert main(["benchmark", str(path), "--out", str(tmp_path / "o"), "--check"]) == 0
