@@ -67,18 +67,24 @@ def test_skip_leaves_a_heuristic_out_of_the_plan():
         chosen("--instances", "default@1x", "--skip", "nonesuch")
 
 
-def test_runs_are_cached_by_task_and_model_file(tmp_path, monkeypatch):
-    """A scheduler run is reused by a later call; a learned run too, until its model file changes."""
-    _, (suite, [inst]) = chosen("--instances", "default@1x")
-    k, sc, seed = inst.runs("test")[0]
-    calls = []
+def _fake_runs(monkeypatch):
+    """run_task replaced by a stand-in row (avg JCT 1 s); (the policies it ran, the stand-in)."""
+    ran = []
 
     def fake(task):
-        calls.append(task.policy)
+        ran.append(task.policy)
         return {"instance": task.instance, "split": task.split, "window": task.window, "policy": task.policy,
                 "seed": task.seed, "avg_jct_s": 1.0, "fingerprint": ls.fingerprint(task.scenario, task.policy)}
 
     monkeypatch.setattr(ls, "run_task", fake)
+    return ran, fake
+
+
+def test_runs_are_cached_by_task_and_model_file(tmp_path, monkeypatch):
+    """A scheduler run is reused by a later call; a learned run too, until its model file changes."""
+    _, (suite, [inst]) = chosen("--instances", "default@1x")
+    k, sc, seed = inst.runs("test")[0]
+    calls, fake = _fake_runs(monkeypatch)
     monkeypatch.setattr(ls, "learned_episode", lambda t: (fake(t), [{"shape": 0}]))
     (tmp_path / "m").mkdir()
     model = tmp_path / "m" / "model.zip"
@@ -108,14 +114,7 @@ def test_a_compared_module_scheduler_runs_as_a_scheduler(tmp_path, monkeypatch):
     runs (and is cached) as a scheduler, with its log named as `dlcluster benchmark` names it."""
     _, (suite, [inst]) = chosen("--instances", "default@1x")
     k, sc, seed = inst.runs("test")[0]
-    ran = []
-
-    def fake(task):
-        ran.append(task)
-        return {"instance": task.instance, "split": task.split, "window": task.window, "policy": task.policy,
-                "seed": task.seed, "avg_jct_s": 1.0, "fingerprint": ls.fingerprint(task.scenario, task.policy)}
-
-    monkeypatch.setattr(ls, "run_task", fake)
+    _fake_runs(monkeypatch)
     monkeypatch.setattr(ls, "learned_episode", lambda t: pytest.fail(f"{t.policy} run as a learned policy"))
     own = "my_pkg.sched:Mine"
     rows, recs = ls.run_all([ls.Task(inst.key, "test", k, own, sc, seed, str(tmp_path / "own.jsonl"))],
@@ -130,14 +129,7 @@ def test_a_torn_cache_line_is_run_again_not_a_crash(tmp_path, monkeypatch):
     reruns that run and appends it on a line of its own; the whole lines before it are reused."""
     _, (suite, [inst]) = chosen("--instances", "default@1x")
     k, sc, seed = inst.runs("test")[0]
-    ran = []
-
-    def fake(task):
-        ran.append(task.policy)
-        return {"instance": task.instance, "split": task.split, "window": task.window, "policy": task.policy,
-                "seed": task.seed, "avg_jct_s": 1.0, "fingerprint": ls.fingerprint(task.scenario, task.policy)}
-
-    monkeypatch.setattr(ls, "run_task", fake)
+    ran, _ = _fake_runs(monkeypatch)
     tasks = [ls.Task(inst.key, "test", k, p, sc, seed, str(tmp_path / f"{p}.jsonl")) for p in ("fifo", "drf")]
     cache = tmp_path / "scheduler_runs.jsonl"
     ls.run_all(tasks, cache)
