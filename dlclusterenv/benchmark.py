@@ -459,8 +459,8 @@ def _save_row(stage: Path, row: dict) -> None:
 def reusable(tasks: list[Task], out: Path) -> dict[int, dict]:
     """The finished runs in `out` that match a task (by index), see the module docstring: rows of
     `runs.csv` whose log is in place, and (preferred) runs a killed benchmark finished in the stage.
-    Every staged file that matches no task is removed, so the stage holds exactly what the next
-    commit moves in."""
+    Every staged file that matches no task is removed, so the stage holds only this plan's
+    finished runs (their logs are what the next commit moves in; their rows go into its runs.csv)."""
     path, stage = out / "runs.csv", out / STAGE
     saved = {}
     if path.exists():
