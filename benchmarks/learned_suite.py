@@ -91,13 +91,12 @@ def _read_jsonl(path: Path) -> list[dict]:
 
 def _append_jsonl(path: Path, record: dict) -> None:
     """One record as a line, after a newline that closes a torn last line if there is one."""
-    line = json.dumps(record) + "\n"
-    with _locked(path), open(path, "a+") as f:
-        f.seek(0, 2)
-        if f.tell():
-            f.seek(f.tell() - 1)
-            if f.read(1) != "\n":
-                line = "\n" + line
+    line = (json.dumps(record) + "\n").encode()
+    with _locked(path), open(path, "ab+") as f:
+        if f.seek(0, 2):
+            f.seek(-1, 2)
+            if f.read(1) != b"\n":
+                line = b"\n" + line
         f.write(line)
 
 
