@@ -352,6 +352,8 @@ def _changed(saved: str, now: str) -> str:
     if not new:
         return "was run with other inputs"
     what = " ".join(new[0].split(" ", 2)[:2])  # "trace file", "model file" or "model config"
+    if not any(line.startswith(what + " ") for line in old):  # saved before runs were keyed by it
+        return f"was saved with no record of its {what} (by an older version; now: {new[0]})"
     return f"was run on another version of the {what} (now: {new[0]})"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import sys
 import types
 
@@ -248,6 +249,12 @@ def test_resume_refuses_runs_of_a_swapped_model_file(tmp_path, fifo_as_learned):
     evaluate("tiny", ["fifo", spec], 1, out, workers=1, progress=False)  # rerun without --resume
     (model.parent / "config.yaml").write_text("algo: ppo\nenv: {id: Other-v0}\n")
     with pytest.raises(EvaluateError, match="another version of the model config"):
+        evaluate("tiny", ["fifo", spec], 1, out, workers=1, progress=False, resume=True)
+    saved = next((out / "per_run").glob("ppo*.json"))  # as saved before runs were keyed by their model
+    data = json.loads(saved.read_text())
+    data["scenario"] = data["scenario"].partition("\nmodel file")[0]
+    saved.write_text(json.dumps(data))
+    with pytest.raises(EvaluateError, match=r"was saved with no record of its model file \(by an older version"):
         evaluate("tiny", ["fifo", spec], 1, out, workers=1, progress=False, resume=True)
 
 
