@@ -61,7 +61,7 @@ def best(make, run, repeats: int) -> float:
     return max(run(make()) for _ in range(repeats))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scenario", default="default")
     ap.add_argument("--steps", type=int, default=5000)
@@ -70,7 +70,10 @@ def main() -> None:
     ap.add_argument("--ids", nargs="+", default=list(dlclusterenv.ENV_IDS))
     ap.add_argument("--batched-ids", nargs="+", help="ids of the batched part (default: --ids)")
     ap.add_argument("--no-sync", action="store_true", help="skip the SyncVectorEnv comparison")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    for name, v in (("--steps", [a.steps]), ("--repeats", [a.repeats]), ("--num-envs", a.num_envs)):
+        if min(v) < 1:
+            ap.error(f"{name}: {min(v)} is not a positive whole number")
     r, sc = a.repeats, a.scenario
     cart = best(lambda: gym.make("CartPole-v1"), lambda e: steps_per_s(e, a.steps, False), r)
     print(f"{'CartPole-v1':<22}{cart:>12,.0f} steps/CPU-s")

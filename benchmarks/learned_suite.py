@@ -31,29 +31,73 @@ Intervals: 95% Student t over the runs (window x seed); learned / other ratios a
 block per instance, rewritten as each ends; blocks of other instances from an earlier call with the
 same suite and model are kept) and shapes-INSTANCE.png under --out; scheduler runs are kept in
 scheduler_runs.jsonl there and reused (keyed with the scenario's fingerprint), the
-learned policy's in learned_runs.jsonl (keyed with the model file's size and mtime as well).
+learned policy's in learned_runs.jsonl (its fingerprint also holds the SHA-256 of the model file
+and config.yaml, `evaluate.policy_key`). Calls running at once share these files through locks
+beside them (`*.lock`); a line torn by a killed call is rerun, and results.json is replaced whole.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 
 from agents.learned import load_learned, parse_spec
+from dlclusterenv import schedulers
 from dlclusterenv.benchmark import (Instance, Suite, Task, fingerprint, instances, load_suite, plan,
                                     run_task, score)
 from dlclusterenv.config import ConfigError
+from dlclusterenv.evaluate import atomic_write
 from dlclusterenv.metrics import ci95
 
 
 def stats(x) -> dict:
     x = np.asarray(x, dtype=float)
     return {"mean": float(x.mean()), "ci95": ci95(x), "n": int(len(x))}
+
+
+@contextmanager
+def _locked(path: Path, shared: bool = False) -> Iterator[None]:
+    """A lock beside `path` (`path.lock`) held for a read (`shared`) or a write of it: calls for
+    other instances at once share the caches and results.json."""
+    with open(path.with_name(path.name + ".lock"), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    """The whole records of a JSON-lines cache; a line torn by a call killed while appending it
+    (not JSON) is left out, so that run is simply run again."""
+    if not path.exists():
+        return []
+    with _locked(path, shared=True):
+        text = path.read_text()
+    out = []
+    for line in text.split("\n")[:-1]:  # the part after the last newline is not a whole line
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return out
+
+
+def _append_jsonl(path: Path, record: dict) -> None:
+    """One record as a line, after a newline that closes a torn last line if there is one."""
+    line = (json.dumps(record) + "\n").encode()
+    with _locked(path), open(path, "ab+") as f:
+        if f.seek(0, 2):
+            f.seek(-1, 2)
+            if f.read(1) != b"\n":
+                line = b"\n" + line
+        f.write(line)
 
 
 def cached_execute(tasks: list[Task], cache: Path) -> list[dict]:
@@ -65,18 +109,16 @@ def cached_execute(tasks: list[Task], cache: Path) -> list[dict]:
         return r["instance"], r["split"], r["window"], r["policy"], r["seed"], fp
 
     def read():
-        return ({key(r, r["fingerprint"]): r for r in map(json.loads, cache.read_text().splitlines())}
-                if cache.exists() else {})
+        return {key(r, r["fingerprint"]): r for r in _read_jsonl(cache)}
 
     kept = read()
-    keys = [key(vars(t), fingerprint(t.scenario)) for t in tasks]
+    keys = [key(vars(t), fingerprint(t.scenario, t.policy)) for t in tasks]
     for t, k in zip(tasks, keys):  # one at a time, each kept as it ends: an interrupt loses one run
         if k not in kept:
             kept.update(read())  # another call may have appended it meanwhile
         if k not in kept:
             r = kept[k] = run_task(t)
-            with open(cache, "a") as f:
-                f.write(json.dumps(r) + "\n")
+            _append_jsonl(cache, r)
     return [kept[k] for k in keys]
 
 
@@ -105,33 +147,35 @@ def learned_episode(task: Task) -> tuple[dict, list[dict]]:
         if te or tr:
             row = {"instance": task.instance, "split": task.split, "window": task.window, "policy": task.policy,
                    "seed": task.seed, **u.sim.metrics().summary(), "wall_s": time.perf_counter() - t0,
-                   "fingerprint": fingerprint(task.scenario)}
+                   "fingerprint": fingerprint(task.scenario, task.policy)}
             return row, out
 
 
 def cached_episode(task: Task, cache: Path) -> tuple[dict, list[dict]]:
-    """learned_episode, kept in `cache` (JSON lines) keyed with the scenario's fingerprint and the
-    model file's size and mtime, so a rerun with other seeds or extended policies reuses it."""
-    model = Path(parse_spec(task.policy)[1]).stat()
-    key = [task.instance, task.split, task.window, task.policy, task.seed, fingerprint(task.scenario),
-           model.st_size, model.st_mtime_ns]
-    if cache.exists():
-        for line in cache.read_text().splitlines():
-            r = json.loads(line)
-            if r["key"] == key:
-                return r["row"], r["decisions"]
+    """learned_episode, kept in `cache` (JSON lines) keyed with the run's fingerprint (scenario, and
+    the content of the model file and its config), so a rerun with other seeds or extended policies
+    reuses it and a retrained model is run again."""
+    key = [task.instance, task.split, task.window, task.policy, task.seed,
+           fingerprint(task.scenario, task.policy)]
+    for r in _read_jsonl(cache):
+        if r["key"] == key:
+            return r["row"], r["decisions"]
     row, recs = learned_episode(task)
-    with open(cache, "a") as f:
-        f.write(json.dumps({"key": key, "row": row, "decisions": recs}) + "\n")
+    _append_jsonl(cache, {"key": key, "row": row, "decisions": recs})
     return row, recs
+
+
+def _learned(policy: str) -> bool:
+    """A learned KIND:PATH, not a scheduler of --compare written module:Class (both have a colon)."""
+    return schedulers.kind(policy) == "learned"
 
 
 def run_all(tasks: list[Task], cache: Path) -> tuple[list[dict], list[dict]]:
     """Rows in task order (learned runs first, here; then scheduler runs through the cache, which
     meanwhile another call may have filled) and the learned policy's decisions over all its runs."""
     learned = {i: cached_episode(t, cache.with_name("learned_runs.jsonl")) for i, t in enumerate(tasks)
-               if ":" in t.policy}
-    sched = iter(cached_execute([t for t in tasks if ":" not in t.policy], cache))
+               if _learned(t.policy)}
+    sched = iter(cached_execute([t for t in tasks if not _learned(t.policy)], cache))
     rows = [learned[i][0] if i in learned else next(sched) for i in range(len(tasks))]
     return rows, [d for _, ds in learned.values() for d in ds]
 
@@ -180,7 +224,7 @@ def extended_tasks(inst: Instance, policies: list[str], extra_seeds: int, out: P
     seeds = list(range(base + 1, base + 1 + extra_seeds))
     runs = [(k, sc, s) for k, sc, _ in inst.runs("test")[:: len(inst.entry.test.seeds)] for s in seeds]
     return [Task(inst.key, "test", k, p, sc, s,
-                 None if ":" in p else str(out / "logs" / inst.key / f"{p}-s{s}-w{k}.jsonl"))
+                 None if _learned(p) else str(out / "logs" / inst.key / f"{quote(p, safe='')}-s{s}-w{k}.jsonl"))
             for k, sc, s in runs for p in policies]
 
 
@@ -267,12 +311,15 @@ def main(argv=None) -> None:
               "training": json.loads((Path(a.model).parent / "run.json").read_text()), "instances": {}}
     for inst in insts:
         r = evaluate(suite, inst, spec, compare, a.extra_seeds, out, out / "scheduler_runs.jsonl")
-        old = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else {}
-        if (old.get("suite"), old.get("model")) == (suite.name, a.model):  # calls for other instances add up
-            result["instances"] = {**old["instances"], **result["instances"]}
-        result["instances"][inst.key] = r
-        result["wall_s"] = time.perf_counter() - t0
-        (out / "results.json").write_text(json.dumps(result, indent=1))
+        path = out / "results.json"
+        with _locked(path):  # read, merged and replaced whole while no other call writes it
+            old = json.loads(path.read_text()) if path.exists() else {}
+            if (old.get("suite"), old.get("model")) == (suite.name, a.model):  # calls for other instances add up
+                result["instances"] = {**old["instances"], **result["instances"]}
+            result["instances"][inst.key] = r
+            result["wall_s"] = time.perf_counter() - t0
+            text = json.dumps(result, indent=1)
+            atomic_write(path, lambda tmp: tmp.write_text(text))
         report(r)
     print(f"wall {result['wall_s']:.0f} s; {out / 'results.json'}, {out}/shapes-*.png")
 

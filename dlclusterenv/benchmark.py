@@ -459,8 +459,8 @@ def _save_row(stage: Path, row: dict) -> None:
 def reusable(tasks: list[Task], out: Path) -> dict[int, dict]:
     """The finished runs in `out` that match a task (by index), see the module docstring: rows of
     `runs.csv` whose log is in place, and (preferred) runs a killed benchmark finished in the stage.
-    Every staged file that matches no task is removed, so the stage holds exactly what the next
-    commit moves in."""
+    Every staged file that matches no task is removed, so the stage holds only this plan's
+    finished runs (their logs are what the next commit moves in; their rows go into its runs.csv)."""
     path, stage = out / "runs.csv", out / STAGE
     saved = {}
     if path.exists():
@@ -494,9 +494,11 @@ def reusable(tasks: list[Task], out: Path) -> dict[int, dict]:
 
 def _finish_commit(out: Path) -> None:
     """Move a committed stage's files into `out` (all of them when a SIGKILL stopped the last
-    benchmark part way) and remove it."""
+    benchmark part way) and remove it. Its `rows/` stay in the stage until this commit, so a kill
+    before the rename to `.commit` still leaves `--resume` every finished run."""
     commit = out / COMMIT
     if commit.exists():
+        shutil.rmtree(commit / "rows", ignore_errors=True)  # the staged rows are in its runs.csv
         move_all(commit, out)
         shutil.rmtree(commit)
 
@@ -598,7 +600,7 @@ def run_suite(name: str, out: Path, *, workers: int = 1, extra: list[str] = (), 
     if not insts:
         raise ConfigError(f"{path}: no scenario of the suite can run here (every trace file is absent)")
     out = Path(out)
-    with claim(out, "benchmark"):
+    with claim(out):
         _finish_commit(out)
         stage = out / STAGE
         tasks = plan(suite, insts, out, extra)
@@ -620,7 +622,6 @@ def run_suite(name: str, out: Path, *, workers: int = 1, extra: list[str] = (), 
         summary = json.dumps({"suite": suite.name, "version": suite.version, "runs": len(tasks),
                               "reused": len(done), "wall_s": wall, "geomean": res["geomean"]}, indent=1)
         atomic_write(stage / "suite.json", lambda tmp: tmp.write_text(summary))
-        shutil.rmtree(stage / "rows", ignore_errors=True)  # the rows are in runs.csv now
         stage.rename(out / COMMIT)  # the commit point
         _finish_commit(out)
     res.update(suite=suite, wall_s=wall, runs=len(tasks), reused=len(done))

@@ -125,7 +125,8 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--ray-address", default=None,
                     help="Ray cluster to join (default: start a local one with ray.init())")
     ev.add_argument("--resume", action="store_true",
-                    help="keep the runs already saved in --out/per_run and run only the rest")
+                    help="keep the runs already saved in --out/per_run and run only the rest; a saved run of "
+                    "another scenario, trace file version or model file/config.yaml content is an error")
     rn = cmd("run", "one seed of one or more policies; prints their metrics side by side")
     for p in (ev, rn):
         p.add_argument("--skip-bad-rows", action="store_true",
@@ -159,13 +160,15 @@ def _parser() -> argparse.ArgumentParser:
     bm = cmd("benchmark", "a frozen suite: reference rows, normalised scores, validity")
     bm.add_argument("suite", nargs="?", default="v2", help="configs/benchmarks/NAME.yaml or a path")
     bm.add_argument("--check", action="store_true", help="print the validity report only")
-    bm.add_argument("--validate", metavar="LOG", help="replay a decision log (or a folder of them)")
+    bm.add_argument("--validate", metavar="LOG", help="replay a decision log (or a folder of them; hidden folders such as a benchmark's .staging are skipped)")
     bm.add_argument("--policies", help="learned policies KIND:PATH or your own schedulers (module:Class, "
                     "path/file.py:Class, an entry point), scored on the test split")
     bm.add_argument("--out", help="default runs/benchmark/SUITE")
     bm.add_argument("--workers", type=int, default=1, help="processes (0: one per core)")
     bm.add_argument("--resume", action="store_true",
-                    help="reuse the runs of --out/runs.csv whose key and scenario fingerprint match; run the rest")
+                    help="reuse the finished runs in --out whose key and fingerprint (scenario, trace file "
+                    "size+mtime, a learned policy's model file and config.yaml content) match: rows of runs.csv "
+                    "with their decision log, and runs a killed benchmark left in --out/.staging; run the rest")
     return ap
 
 

@@ -352,6 +352,8 @@ def _changed(saved: str, now: str) -> str:
     if not new:
         return "was run with other inputs"
     what = " ".join(new[0].split(" ", 2)[:2])  # "trace file", "model file" or "model config"
+    if not any(line.startswith(what + " ") for line in old):  # saved before runs were keyed by it
+        return f"was saved with no record of its {what} (by an older version; now: {new[0]})"
     return f"was run on another version of the {what} (now: {new[0]})"
 
 
@@ -540,9 +542,10 @@ def evaluate(
 
 
 @contextmanager
-def claim(out: Path, what: str = "evaluation") -> Iterator[None]:
-    """Hold `out` (created if missing) for one evaluation (or another `what`): an exclusive lock on
-    the directory, so a second one into it fails at once, naming it. A `.partial-*` folder found there was left
+def claim(out: Path) -> Iterator[None]:
+    """Hold `out` (created if missing) for one evaluation or benchmark: an exclusive lock on the
+    directory, so a second one into it (of either command: the lock does not say which holds it)
+    fails at once, naming the folder. A `.partial-*` folder found there was left
     by a SIGKILLed run and is removed. If the evaluation fails, an empty `per_run` folder is
     removed, and so is `out` when this call created it and it is then empty."""
     if out.exists() and not out.is_dir():
@@ -554,7 +557,7 @@ def claim(out: Path, what: str = "evaluation") -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise EvaluateError(f"--out {out}: another {what} is writing there; wait for it to "
+            raise EvaluateError(f"--out {out}: another evaluation or benchmark is writing there; wait for it to "
                                 "finish or choose another --out") from None
         for stale in out.glob(".partial-*"):
             shutil.rmtree(stale, ignore_errors=True)

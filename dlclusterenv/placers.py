@@ -69,6 +69,12 @@ class Capacity:
         free = np.stack([self.cpu + 1e-9, self.mem + 1e-9, self.bw + 1e-3, self.gpu.astype(float)])
         return (free[None, :, :] >= need[:, :, None]).all(axis=1)
 
+    def fits_many_at(self, node: int, need: np.ndarray) -> np.ndarray:
+        """Column `node` of `fits_many(need)` alone (the same float64 comparisons): where a step
+        changed one node's capacity."""
+        free = np.array((self.cpu[node] + 1e-9, self.mem[node] + 1e-9, self.bw[node] + 1e-3, float(self.gpu[node])))
+        return (free >= need).all(axis=1)
+
     def take(self, node: int | slice, d: Demand, sign: int = 1) -> None:
         self.cpu[node] -= sign * d.cpu
         self.mem[node] -= sign * d.mem_gb

@@ -10,6 +10,8 @@ Hypothesis profiles (pick one with HYPOTHESIS_PROFILE=<name>):
 from __future__ import annotations
 
 import os
+import sys
+import types
 from pathlib import Path
 
 import gymnasium as gym
@@ -76,3 +78,19 @@ def run_random_episode(env, seed: int, max_steps: int = 100_000):
 @pytest.fixture(params=ENV_IDS)
 def env_id(request) -> str:
     return request.param
+
+
+@pytest.fixture
+def fifo_as_learned(monkeypatch) -> list:
+    """Learned policies (`KIND:PATH`) run FIFO: `agents.learned.run_learned` is replaced, so no
+    model is loaded. The list it returns records each call's (spec, scenario, seed)."""
+    calls = []
+
+    def run_learned(spec, scenario, seed):
+        import baselines
+
+        calls.append((spec, scenario, seed))
+        return dlclusterenv.make_sim(scenario, seed).run(baselines.make("fifo"))
+
+    monkeypatch.setitem(sys.modules, "agents.learned", types.SimpleNamespace(run_learned=run_learned))
+    return calls

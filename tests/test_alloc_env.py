@@ -231,3 +231,21 @@ def test_shape_env_with_shaping_is_deterministic():
                 return trace
 
     assert rollout() == rollout()
+
+
+def test_fits_many_at_is_one_column_of_fits_many():
+    """The allocation masks redo a changed node with `fits_many_at`: equal to that node's column of
+    `fits_many`, including capacities exactly at a demand and within the tolerances."""
+    from dlclusterenv.config import Demand
+    from dlclusterenv.placers import Capacity
+
+    rng = np.random.default_rng(5)
+    demands = [Demand(cpu=c, mem_gb=m, gpu=g, bw_MBps=b) for c, m, g, b in
+               [(4, 16, 1, 0), (2, 8, 0, 100), (8, 64, 1, 1000), (0.5, 1, 0, 0)]]
+    need = Capacity.needs(demands)
+    cap = Capacity(rng.choice([0.0, 0.5, 2 - 1e-10, 4.0, 8.0], 40), rng.choice([0.0, 8.0, 16 - 1e-10, 64.0], 40),
+                   rng.choice([0.0, 1e8 - 1e-4, 1e9, 2e9], 40), rng.integers(0, 3, 40))
+    whole = cap.fits_many(need)
+    assert whole.any() and not whole.all()
+    for a in range(40):
+        assert np.array_equal(cap.fits_many_at(a, need), whole[:, a]), a

@@ -467,18 +467,9 @@ def test_resume_needs_the_decision_log_and_reads_old_runs_csv_through_it(tmp_pat
     assert 1 not in reusable(moved, out)  # the log's scenario is not the planned one
 
 
-def test_resume_reruns_a_learned_policy_whose_model_file_changed(tmp_path, monkeypatch):
+def test_resume_reruns_a_learned_policy_whose_model_file_changed(tmp_path, fifo_as_learned):
     """A learned policy's rows carry the content hash of its model file (and config): swapping
     model.zip for other bytes of the same size reruns that policy's runs and no other."""
-    import sys
-    import types
-
-    import baselines
-
-    def run_learned(spec, scenario, seed):
-        return make_sim(scenario, seed).run(baselines.make("fifo"))
-
-    monkeypatch.setitem(sys.modules, "agents.learned", types.SimpleNamespace(run_learned=run_learned))
     model = tmp_path / "m" / "model.zip"
     model.parent.mkdir()
     model.write_bytes(b"weights A")
@@ -593,6 +584,57 @@ def test_a_commit_stopped_part_way_is_finished_by_the_next_benchmark(tmp_path, m
     res = run_suite(path, out, progress=False, say=_quiet, resume=True)
     assert res["reused"] == res["runs"] and not (out / ".commit").exists()
     _consistent(out)
+
+
+def test_a_benchmark_killed_at_its_commit_point_loses_no_run(tmp_path, monkeypatch):
+    """Killed just before the stage is renamed to `.commit/`, `--resume` reuses every finished run
+    (their rows are still staged); killed just after, the next benchmark moves the outputs in
+    without the staged rows (`out/rows` is not an output)."""
+    import pathlib
+
+    path = _suite_file(tmp_path, **{"heuristics": ["fifo"], "scenarios.0.loads": [2]})
+    out = tmp_path / "out"
+    real_rename = pathlib.Path.rename
+
+    def killed_at_commit(self, target):
+        if self.name == ".staging":
+            raise SystemExit(-9)
+        return real_rename(self, target)
+
+    monkeypatch.setattr(pathlib.Path, "rename", killed_at_commit)
+    with pytest.raises(SystemExit):
+        run_suite(path, out, progress=False, say=_quiet)
+    monkeypatch.setattr(pathlib.Path, "rename", real_rename)
+    assert not (out / "runs.csv").exists()
+    res = run_suite(path, out, progress=False, say=_quiet, resume=True)
+    assert res["reused"] == res["runs"]
+    _consistent(out)
+
+    def killed_after_commit(self, target):
+        real_rename(self, target)
+        if self.name == ".staging":
+            raise SystemExit(-9)
+
+    monkeypatch.setattr(pathlib.Path, "rename", killed_after_commit)
+    with pytest.raises(SystemExit):
+        run_suite(path, out, progress=False, say=_quiet)
+    assert (out / ".commit" / "rows").is_dir()
+    monkeypatch.undo()
+    assert run_suite(path, out, progress=False, say=_quiet, resume=True)["reused"] == res["runs"]
+    assert not (out / "rows").exists() and not (out / ".commit").exists()
+    _consistent(out)
+
+
+def test_a_benchmark_into_a_held_out_fails_at_once_naming_it(tmp_path):
+    """One lock serves `evaluate` and `benchmark`: a benchmark into an --out that an evaluation
+    (or another benchmark) holds fails before any run, and its message fits either holder."""
+    from dlclusterenv.evaluate import EvaluateError, claim
+
+    path = _suite_file(tmp_path, **{"heuristics": ["fifo"], "scenarios.0.loads": [2]})
+    out = tmp_path / "out"
+    with claim(out), pytest.raises(EvaluateError, match="another evaluation or benchmark is writing there"):
+        run_suite(path, out, progress=False, say=_quiet)
+    assert not (out / ".staging").exists() and not (out / "runs.csv").exists()
 
 
 def test_cli_resume_flag(tmp_path, capsys):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import sys
 import types
 
@@ -126,18 +127,9 @@ def test_policy_names_are_checked(tmp_path, monkeypatch):
         sweep("tiny", ["fifo"], 1, backend="dask")
 
 
-def test_learned_spec_goes_to_agents_learned(monkeypatch, tmp_path):
-    calls = []
-
-    def run_learned(spec, scenario, seed):
-        import baselines
-
-        calls.append((spec, scenario, seed))
-        return make_sim(scenario, seed).run(baselines.make("fifo"))
-
-    monkeypatch.setitem(sys.modules, "agents.learned", types.SimpleNamespace(run_learned=run_learned))
+def test_learned_spec_goes_to_agents_learned(fifo_as_learned):
     res = sweep("tiny", ["ppo:model.zip", "fifo"], 1, workers=1, progress=False)
-    assert calls == [("ppo:model.zip", "tiny", 0)]
+    assert fifo_as_learned == [("ppo:model.zip", "tiny", 0)]
     assert res[0].policy == "ppo:model.zip" and res[0].summary == res[1].summary
 
 
@@ -233,18 +225,12 @@ def test_resume_refuses_runs_saved_before_the_trace_file_changed(tmp_path):
         evaluate(sc, ["fifo"], 1, out, workers=1, progress=False, resume=True)
 
 
-def test_resume_refuses_runs_of_a_swapped_model_file(tmp_path, monkeypatch):
+def test_resume_refuses_runs_of_a_swapped_model_file(tmp_path, fifo_as_learned):
     """A learned policy's saved run is keyed on its model file's and config's content: the same
     bytes written again (new mtime) resume; other bytes in model.zip or config.yaml are refused,
     naming the file; a baseline's saved run is not affected by either."""
     import os
 
-    def run_learned(spec, scenario, seed):
-        import baselines
-
-        return make_sim(scenario, seed).run(baselines.make("fifo"))
-
-    monkeypatch.setitem(sys.modules, "agents.learned", types.SimpleNamespace(run_learned=run_learned))
     model = tmp_path / "m" / "model.zip"
     model.parent.mkdir()
     model.write_bytes(b"weights A")
@@ -263,6 +249,12 @@ def test_resume_refuses_runs_of_a_swapped_model_file(tmp_path, monkeypatch):
     evaluate("tiny", ["fifo", spec], 1, out, workers=1, progress=False)  # rerun without --resume
     (model.parent / "config.yaml").write_text("algo: ppo\nenv: {id: Other-v0}\n")
     with pytest.raises(EvaluateError, match="another version of the model config"):
+        evaluate("tiny", ["fifo", spec], 1, out, workers=1, progress=False, resume=True)
+    saved = next((out / "per_run").glob("ppo*.json"))  # as saved before runs were keyed by their model
+    data = json.loads(saved.read_text())
+    data["scenario"] = data["scenario"].partition("\nmodel file")[0]
+    saved.write_text(json.dumps(data))
+    with pytest.raises(EvaluateError, match=r"was saved with no record of its model file \(by an older version"):
         evaluate("tiny", ["fifo", spec], 1, out, workers=1, progress=False, resume=True)
 
 

@@ -95,7 +95,7 @@ def test_killed_evaluate_leaves_no_process_no_partial_files_and_refuses_a_second
         capsys.readouterr()
         assert main(["evaluate", "--scenario", "tiny", "--policies", "fifo", "--seeds", "1",
                      "--workers", "1", "--out", str(out)]) == 2
-        assert f"--out {out}: another evaluation is writing there" in capsys.readouterr().err
+        assert f"--out {out}: another evaluation or benchmark is writing there" in capsys.readouterr().err
         os.kill(proc.pid, sig)
         code = _wait_gone(proc)
         assert not _group(proc.pid), "processes of the killed evaluate are still running"
@@ -191,7 +191,7 @@ def test_claim_removes_a_sigkilled_runs_partial_folder_and_refuses_a_second_hold
     (out / ".partial-x" / "runs.csv").write_text("half")
     with claim(out):
         assert not (out / ".partial-x").exists()
-    with claim(out), pytest.raises(EvaluateError, match="another evaluation is writing there"):
+    with claim(out), pytest.raises(EvaluateError, match="another evaluation or benchmark is writing there"):
         with claim(out):
             pass
     (tmp_path / "file").write_text("")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -66,18 +67,24 @@ def test_skip_leaves_a_heuristic_out_of_the_plan():
         chosen("--instances", "default@1x", "--skip", "nonesuch")
 
 
+def _fake_runs(monkeypatch):
+    """run_task replaced by a stand-in row (avg JCT 1 s); (the policies it ran, the stand-in)."""
+    ran = []
+
+    def fake(task):
+        ran.append(task.policy)
+        return {"instance": task.instance, "split": task.split, "window": task.window, "policy": task.policy,
+                "seed": task.seed, "avg_jct_s": 1.0, "fingerprint": ls.fingerprint(task.scenario, task.policy)}
+
+    monkeypatch.setattr(ls, "run_task", fake)
+    return ran, fake
+
+
 def test_runs_are_cached_by_task_and_model_file(tmp_path, monkeypatch):
     """A scheduler run is reused by a later call; a learned run too, until its model file changes."""
     _, (suite, [inst]) = chosen("--instances", "default@1x")
     k, sc, seed = inst.runs("test")[0]
-    calls = []
-
-    def fake(task):
-        calls.append(task.policy)
-        return {"instance": task.instance, "split": task.split, "window": task.window, "policy": task.policy,
-                "seed": task.seed, "avg_jct_s": 1.0, "fingerprint": ls.fingerprint(task.scenario)}
-
-    monkeypatch.setattr(ls, "run_task", fake)
+    calls, fake = _fake_runs(monkeypatch)
     monkeypatch.setattr(ls, "learned_episode", lambda t: (fake(t), [{"shape": 0}]))
     (tmp_path / "m").mkdir()
     model = tmp_path / "m" / "model.zip"
@@ -91,3 +98,44 @@ def test_runs_are_cached_by_task_and_model_file(tmp_path, monkeypatch):
     model.write_bytes(b"xy")  # another model file: its runs are not reused, the scheduler's are
     ls.run_all(tasks, tmp_path / "scheduler_runs.jsonl")
     assert calls == [spec, "fifo", spec]
+    st = model.stat()
+    model.write_bytes(b"xz")  # same size and mtime, other bytes: another model too
+    os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns))
+    ls.run_all(tasks, tmp_path / "scheduler_runs.jsonl")
+    assert calls == [spec, "fifo", spec, spec]
+    model.write_bytes(b"xz")  # the same bytes again (new mtime): the same model, reused
+    os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    ls.run_all(tasks, tmp_path / "scheduler_runs.jsonl")
+    assert calls == [spec, "fifo", spec, spec]
+
+
+def test_a_compared_module_scheduler_runs_as_a_scheduler(tmp_path, monkeypatch):
+    """--compare may name a scheduler `module:Class`: it has a colon like a learned KIND:PATH, but
+    runs (and is cached) as a scheduler, with its log named as `dlcluster benchmark` names it."""
+    _, (suite, [inst]) = chosen("--instances", "default@1x")
+    k, sc, seed = inst.runs("test")[0]
+    _fake_runs(monkeypatch)
+    monkeypatch.setattr(ls, "learned_episode", lambda t: pytest.fail(f"{t.policy} run as a learned policy"))
+    own = "my_pkg.sched:Mine"
+    rows, recs = ls.run_all([ls.Task(inst.key, "test", k, own, sc, seed, str(tmp_path / "own.jsonl"))],
+                            tmp_path / "scheduler_runs.jsonl")
+    assert [r["policy"] for r in rows] == [own] and recs == []
+    [task] = ls.extended_tasks(inst, [own], 1, tmp_path)
+    assert task.log is not None and Path(task.log).name.startswith("my_pkg.sched%3AMine-s")
+
+
+def test_a_torn_cache_line_is_run_again_not_a_crash(tmp_path, monkeypatch):
+    """A call killed while appending to a cache leaves a torn last line: the next call skips it,
+    reruns that run and appends it on a line of its own; the whole lines before it are reused."""
+    _, (suite, [inst]) = chosen("--instances", "default@1x")
+    k, sc, seed = inst.runs("test")[0]
+    ran, _ = _fake_runs(monkeypatch)
+    tasks = [ls.Task(inst.key, "test", k, p, sc, seed, str(tmp_path / f"{p}.jsonl")) for p in ("fifo", "drf")]
+    cache = tmp_path / "scheduler_runs.jsonl"
+    ls.run_all(tasks, cache)
+    whole = cache.read_text().splitlines(keepends=True)
+    cache.write_text(whole[0] + whole[1][: len(whole[1]) // 2])  # killed while writing drf's line
+    rows, _ = ls.run_all(tasks, cache)
+    assert ran == ["fifo", "drf", "drf"] and [r["policy"] for r in rows] == ["fifo", "drf"]
+    ls.run_all(tasks, cache)
+    assert ran == ["fifo", "drf", "drf"] and cache.read_text().endswith("\n")

@@ -121,11 +121,9 @@ class _ProposalEnv(ClusterEnv):
                 self._slot_of = {j.job_id: i for i, j in enumerate(slots)}
                 self._no_ps = np.array([not j.uses_ps for j in slots])
                 self._capped, self._cap_jobs = set(), self._cap_jobs | set(self._added)
-            else:  # fits_many's comparisons, one node at a time (a step changes one or two)
-                cap, need = self._cap, self._need
+            else:  # one node at a time (a step changes one or two)
                 for a in self._dirty:
-                    free = np.array((cap.cpu[a] + 1e-9, cap.mem[a] + 1e-9, cap.bw[a] + 1e-3, float(cap.gpu[a])))
-                    self._fit[:, :, a] = (free >= need).all(axis=1).reshape(len(slots), 2)
+                    self._fit[:, :, a] = self._cap.fits_many_at(a, self._need).reshape(len(slots), 2)
             self._dirty.clear()
         for jid in self._cap_jobs:  # only jobs given tasks this round can be at the cap
             i = self._slot_of[jid]

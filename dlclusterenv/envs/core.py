@@ -349,7 +349,8 @@ class ClusterEnv(gym.Env):
             self.decision_hook(self)
 
     # Subclasses define the round: _begin_round(), _round_over(), _act(a), _compute_masks(), and
-    # may override _end_round() (the Decision applied when the round closes) and _focal().
+    # may override _end_round() (the Decision applied when the round closes) and _write_own()
+    # (what the observation shows beyond the state, e.g. the placement env's focal task).
     def _end_round(self) -> Decision:
         return Decision()
 
@@ -362,9 +363,6 @@ class ClusterEnv(gym.Env):
     def action_masks(self) -> np.ndarray:
         """Valid actions now (for sb3-contrib's MaskablePPO)."""
         return self._masks().copy()
-
-    def _focal(self) -> tuple[Job | None, str | None]:
-        return None, None
 
     # ------------------------------------------------------------------ reward
     def _totals(self) -> tuple[float, ...]:
