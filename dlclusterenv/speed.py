@@ -432,11 +432,15 @@ def compute_rates(
     t_entry = (e_bytes * flows_total[e_link] / cap[e_link]) / e_flows
     ib = intra_base(cluster)
     net_e = e_link < ib
-    net = np.zeros(n_jobs)
-    np.maximum.at(net, e_job[net_e], t_entry[net_e])
+    # per-job maxima over each job's run of entries (0 where it has none of the kind)
+    counts = st.entry_counts
+    has = counts > 0
+    starts = (np.cumsum(counts) - counts)[has]
+    net, host = np.zeros(n_jobs), np.zeros(n_jobs)
+    if len(starts):
+        net[has] = np.maximum.reduceat(np.where(net_e, t_entry, 0.0), starts)
+        host[has] = np.maximum.reduceat(np.where(net_e, 0.0, t_entry), starts)
     net = np.maximum(net, k[:, _TASK_TIME])
-    host = np.zeros(n_jobs)
-    np.maximum.at(host, e_job[~net_e], t_entry[~net_e])
     latency = cluster.config.network.latency_s * k[:, _MESSAGES]
     # ---- step time of one local batch on every worker. Communication (and the PS update, which
     # MXNet and TF pipeline per layer) overlaps the backward pass: up to `overlap` of the compute
