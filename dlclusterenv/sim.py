@@ -144,6 +144,7 @@ class Simulator:
         # jobs with a task on a node, in _active's (arrival) order: the running jobs and those
         # partly placed; what the engine walks per event, so that queued jobs cost nothing there
         self._holding: list[Job] = []
+        self._pending: list[Job] = []  # active jobs waiting (not fully placed), in arrival order
         self.version = 0  # bumped by every change a ClusterView could show
         self._rates: Rates | None = None
         self._epoch: _Epoch | None = None  # what the engine needs per event, made with the rates
@@ -163,6 +164,11 @@ class Simulator:
 
     def active_jobs(self) -> list[Job]:
         return self._active
+
+    def pending_jobs(self) -> list[Job]:
+        """Pending jobs in arrival order, kept as statuses change (a list the caller must not
+        modify), so that a scheduler reading the head of the queue does not walk the running."""
+        return self._pending
 
     def running_jobs(self) -> list[Job]:
         """Running jobs in arrival order, found among the jobs holding nodes (not the queue)."""
@@ -190,6 +196,7 @@ class Simulator:
             job.resize(s.num_ps, s.num_workers)
             self.jobs[s.job_id] = job
             self._active.append(job)
+            self._pending.append(job)
             self._next_arrival += 1
             arrived = True
         self.version += arrived
@@ -587,11 +594,13 @@ class Simulator:
                     job.paused_until = max(job.paused_until, self.now + self._ckpt_s(job))
                 if math.isnan(job.first_start_s):
                     job.first_start_s = self.now
+                self._pending.remove(job)
                 job.status = RUNNING
                 job.ran_before = True
                 self._count_locality(job, job.worker_tasks())
-        else:
+        elif job.status != PENDING:
             job.status = PENDING
+            bisect.insort(self._pending, job, key=_arrival_order)
 
     def _count_locality(self, job: Job, workers: list[Task]) -> None:
         """D²S Table 1: each worker (a map task) that starts is data-local, rack-local or
@@ -808,6 +817,8 @@ class Simulator:
         for t in job.tasks.values():
             if t.node >= 0:
                 self._unplace(t)
+        if job.status == PENDING:
+            self._pending.remove(job)
         job.status = DONE
         job.finish_s = self.now
         self._active.remove(job)
