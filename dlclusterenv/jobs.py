@@ -214,6 +214,7 @@ class Job:
     @dom_share_time.setter
     def dom_share_time(self, value: float) -> None:
         self.ledger.dom[self.row] = value
+
     last_speed = _column("last_speed", "Speed measured over the most recent interval it ran.")
 
     @property
