@@ -229,6 +229,14 @@ class Job:
         self._obs_out()
         return self._speed_times
 
+    def speeds_seen(self) -> dict[tuple[int, int], float]:
+        """A copy of obs_speed that leaves the measurements with the engine (for views)."""
+        seen = dict(self._obs_speed)
+        led, r = self.ledger, self.row
+        if self._obs_live and led.obs_time[r] > 0:
+            seen[self.num_ps, self.num_workers] = led.obs_mean.item(r)
+        return seen
+
     def _obs_out(self) -> None:
         """Hand the current (p, w)'s measurements from the ledger to the dicts, which are then
         the truth (a reader may change them) until the engine takes them back (`_obs_in`)."""

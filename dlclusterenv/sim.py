@@ -252,7 +252,7 @@ class Simulator:
             steps_done=job.steps_done,
             epochs_done=job.epochs_done,
             observed_loss=tuple(job.obs_loss),
-            observed_speed=MappingProxyType(dict(job.obs_speed)),
+            observed_speed=MappingProxyType(job.speeds_seen()),
             last_speed=job.last_speed,
             attained_gpu_s=job.attained_gpu_s,
             run_s=job.run_s,
