@@ -2,10 +2,13 @@
 
     python benchmarks/philly_replay.py [--scenario philly] [--policies all]
     python benchmarks/philly_replay.py --policies fifo --vc all --start 2017-10-01 --end 2017-11-01
+    python benchmarks/philly_replay.py --policies fifo --vc all --start 2017-09-01 --end 2018-01-01
 
 The `philly` scenario replays VC 11cb48 from 2017-10-09 for a week (1,694 jobs) on the
 Philly-scale cluster preset; needs ../shared/traces/philly_jobs.csv. --vc/--start/--end replace
-its trace window (--vc all: every virtual cluster; the second line is October, 47,161 jobs).
+its trace window (--vc all: every virtual cluster; the second line is October, 47,161 jobs, the
+third the whole trace, 82,182 jobs). For peak memory of the whole process run it under
+`/usr/bin/time -v`.
 Per policy: wall and CPU time of the run (the scenario's build, trace reading included, apart),
 jobs per CPU-second of the run, and the process's peak RSS so far.
 """

@@ -153,14 +153,13 @@ class OracleView:
 
 
 class JobViews(Sequence):
-    """Views of the simulator's `jobs` (those with `status`, if given), each found and built when
-    first read: a scheduler that reads the head of a long queue pays for the head only. Valid
-    until the simulator changes (a ClusterView is read at its decision point)."""
+    """Views of the simulator's `jobs`, each built when first read: a scheduler that reads the
+    head of a long queue pays for the head only. Valid until the simulator changes (a
+    ClusterView is read at its decision point)."""
 
-    def __init__(self, sim: Simulator, jobs: list, status: str | None = None):
+    def __init__(self, sim: Simulator, jobs: list):
         self._sim, self._version = sim, sim.version
-        self._src, self._status, self._scan = jobs, status, 0
-        self._found = [] if status else jobs
+        self._jobs = jobs
         self._views: dict[int, JobView] = {}
 
     def _check(self) -> None:
@@ -168,41 +167,27 @@ class JobViews(Sequence):
             raise RuntimeError("a ClusterView is read at its decision point, before the "
                                "simulator moves on")
 
-    def _fill(self, n: float) -> None:
-        """Scan the source until n + 1 jobs are found or it ends."""
-        self._check()
-        while self._status and len(self._found) <= n and self._scan < len(self._src):
-            job = self._src[self._scan]
-            self._scan += 1
-            if job.status == self._status:
-                self._found.append(job)
-
     def __len__(self) -> int:
-        self._fill(math.inf)
-        return len(self._found)
+        self._check()
+        return len(self._jobs)
 
     def __bool__(self) -> bool:
-        self._fill(0)
-        return bool(self._found)
+        self._check()
+        return bool(self._jobs)
 
     def __getitem__(self, k):
         if isinstance(k, slice):
             return tuple(self[i] for i in range(*k.indices(len(self))))
-        self._fill(k if k >= 0 else math.inf)
-        k = range(len(self._found))[k]  # normalised; IndexError if out of range
+        self._check()
+        k = range(len(self._jobs))[k]  # normalised; IndexError if out of range
         view = self._views.get(k)
         if view is None:
-            view = self._views[k] = self._sim.job_view(self._found[k])
+            view = self._views[k] = self._sim.job_view(self._jobs[k])
         return view
 
     def __iter__(self) -> Iterator[JobView]:
-        k = 0
-        while True:
-            self._fill(k)
-            if k >= len(self._found):
-                return
+        for k in range(len(self)):
             yield self[k]
-            k += 1
 
     def __repr__(self) -> str:
         return f"JobViews({len(self)} jobs)"
@@ -222,7 +207,7 @@ class ClusterView:
         self.free_gpus = _ro(sim.free_gpus)
         self.gpu_packed = _ro(sim.gpu_mode.astype(bool))
         self.jobs: Sequence[JobView] = JobViews(sim, sim.active_jobs())  # arrival order
-        self.pending: Sequence[JobView] = JobViews(sim, sim.active_jobs(), "pending")
+        self.pending: Sequence[JobView] = JobViews(sim, sim.pending_jobs())
         self.running: Sequence[JobView] = JobViews(sim, sim.running_jobs())
         self.oracle = OracleView(sim) if oracle else None
         self._sim = sim

@@ -105,6 +105,47 @@ class Task:
     cpu_limit: float = 1.0  # soft limit as a fraction of the node's cores (1.0 = none)
 
 
+class Ledger:
+    """Running totals of a simulator's jobs, one row per job (its arrival index), as float64
+    arrays, so that the engine advances every running job in a few array operations
+    (sim._integrate: elementwise, in the scalar code's order of operations, hence the same bits).
+    A Job reads and writes its row through properties."""
+
+    COLUMNS = ("steps", "run_s", "gpu_s", "xnode", "xrack", "dom", "last_speed", "obs_mean", "obs_time",
+               "total")
+
+    def __init__(self, n: int):
+        for name in self.COLUMNS:
+            setattr(self, name, np.zeros(n))
+        self.held = np.zeros(n, bool)  # the job held a node at some integration (dom_share_time)
+        self.bias = np.full(n, math.nan)  # the current (p, w)'s speed bias; nan: not drawn yet
+        self.mark = np.full(n, math.nan)  # work when unqueued finished epochs began (Job._queue_epochs)
+        self.reload: list[Job] = []  # jobs whose measurements a reader holds (Job._obs_out)
+
+    def grow(self, n: int) -> None:
+        """Room for at least n rows."""
+        size = len(self.steps)
+        if n > size:
+            extra = max(n, 2 * size) - size
+            for name in self.COLUMNS:
+                setattr(self, name, np.concatenate([getattr(self, name), np.zeros(extra)]))
+            self.held = np.concatenate([self.held, np.zeros(extra, bool)])
+            self.bias = np.concatenate([self.bias, np.full(extra, math.nan)])
+            self.mark = np.concatenate([self.mark, np.full(extra, math.nan)])
+
+
+def _column(name: str, doc: str) -> property:
+    """A float of the job's ledger row, read and written as an attribute."""
+
+    def get(job: "Job") -> float:
+        return getattr(job.ledger, name).item(job.row)
+
+    def put(job: "Job", value: float) -> None:
+        getattr(job.ledger, name)[job.row] = value
+
+    return property(get, put, doc=doc)
+
+
 @dataclass(eq=False)
 class Job:
     """Engine-side state of one job. Never handed to a scheduler: see api.JobView."""
@@ -118,23 +159,14 @@ class Job:
     num_ps: int = 0
     num_workers: int = 0
     tasks: dict[str, Task] = field(default_factory=dict)
-    steps_done: float = 0.0
     first_start_s: float = math.nan
     finish_s: float = math.nan
     paused_until: float = 0.0
     ran_before: bool = False  # a restart after preemption costs a restore
     _loss: list[tuple[int, float]] = field(default_factory=list, repr=False)
     _loss_due: list[list[int]] = field(default_factory=list, repr=False)  # [first, last] epochs
-    obs_speed: dict[tuple[int, int], float] = field(default_factory=dict)
-    _speed_time: dict[tuple[int, int], float] = field(default_factory=dict)
     _bias: dict[tuple[int, int], float] = field(default_factory=dict)
-    last_speed: float = 0.0  # measured over the most recent interval it ran
-    attained_gpu_s: float = 0.0
-    run_s: float = 0.0
-    bytes_cross_node: float = 0.0
-    bytes_cross_rack: float = 0.0
     locality: list[int] = field(default_factory=lambda: [0, 0, 0])  # data/rack-local, off-switch
-    dom_share_time: float = 0.0  # integral of dominant share over time in system
     n_placed: int = 0  # tasks on a node now (kept by the Simulator)
     plan: object = None  # speed.JobPlan cache, dropped by touch()
     share: float | None = None  # dominant-share cache, dropped by touch()
@@ -142,11 +174,99 @@ class Job:
     view: object = None  # api.JobView of a pending job (Simulator.job_view), dropped by touch()
     eff: PhiTable | None = None  # statistical efficiency over the work (efficiency.py); None: E = 1
     eff_bucket: int = 0  # the bucket of `eff` the work done is in (moved by the engine's events)
+    # where the job's running totals live (a Simulator's Ledger, one row per job); a job made on
+    # its own gets a ledger of its own
+    ledger: Ledger | None = field(default=None, repr=False)
+    row: int = 0
 
     def __post_init__(self) -> None:
         self.job_id = self.spec.job_id
         self._ps: list[Task] = []
         self._workers: list[Task] = []
+        if self.ledger is None:
+            self.ledger, self.row = Ledger(1), 0
+        self.ledger.total[self.row] = self.total_steps
+        # measured speeds of (p, w)s run before; the current one's accumulates in the ledger
+        # while `_obs_live` (see _obs_out)
+        self._obs_speed: dict[tuple[int, int], float] = {}
+        self._speed_times: dict[tuple[int, int], float] = {}
+        self._obs_live = True
+
+    steps_done = property(lambda self: self.ledger.steps.item(self.row), doc="Local batches of work done.")
+
+    @steps_done.setter
+    def steps_done(self, value: float) -> None:
+        self._queue_epochs()  # the epochs ended so far count at the work they ended at
+        self.ledger.steps[self.row] = value
+
+    run_s = _column("run_s", "Seconds it has run (placed, not paused).")
+    attained_gpu_s = _column("gpu_s", "GPU-seconds received so far (Tiresias' attained service).")
+    bytes_cross_node = _column("xnode", "Bytes it sent across NICs.")
+    bytes_cross_rack = _column("xrack", "Bytes it sent across rack uplinks.")
+
+    @property
+    def dom_share_time(self) -> float:
+        """Integral of its dominant share over its time in the system (a numpy float once it
+        held a node, as the scalar engine's sums of numpy shares were: reprs stay the same)."""
+        led, r = self.ledger, self.row
+        return led.dom[r] if led.held[r] else led.dom.item(r)
+
+    @dom_share_time.setter
+    def dom_share_time(self, value: float) -> None:
+        self.ledger.dom[self.row] = value
+
+    last_speed = _column("last_speed", "Speed measured over the most recent interval it ran.")
+
+    @property
+    def obs_speed(self) -> dict[tuple[int, int], float]:
+        """Mean measured speed (local batches/s) per (p, w) that ran, time-weighted."""
+        self._obs_out()
+        return self._obs_speed
+
+    @property
+    def _speed_time(self) -> dict[tuple[int, int], float]:
+        """Seconds each (p, w) ran, the weights of obs_speed."""
+        self._obs_out()
+        return self._speed_times
+
+    def speeds_seen(self) -> dict[tuple[int, int], float]:
+        """A copy of obs_speed that leaves the measurements with the engine (for views)."""
+        seen = dict(self._obs_speed)
+        led, r = self.ledger, self.row
+        if self._obs_live and led.obs_time[r] > 0:
+            seen[self.num_ps, self.num_workers] = led.obs_mean.item(r)
+        return seen
+
+    def _obs_out(self) -> None:
+        """Hand the current (p, w)'s measurements from the ledger to the dicts, which are then
+        the truth (a reader may change them) until the engine takes them back (`_obs_in`)."""
+        if not self._obs_live:
+            return
+        led, r = self.ledger, self.row
+        if led.obs_time[r] > 0:
+            key = (self.num_ps, self.num_workers)
+            self._obs_speed[key] = led.obs_mean.item(r)
+            self._speed_times[key] = led.obs_time.item(r)
+        self._obs_live = False
+        led.reload.append(self)
+
+    def _obs_in(self) -> None:
+        """The current (p, w)'s measurements, and its speed bias if drawn, into the ledger."""
+        if self._obs_live:
+            return
+        led, r, key = self.ledger, self.row, (self.num_ps, self.num_workers)
+        led.obs_mean[r] = self._obs_speed.get(key, 0.0)
+        led.obs_time[r] = self._speed_times.get(key, 0.0)
+        led.bias[r] = self._bias.get(key, math.nan)
+        self._obs_live = True
+
+    def draw_bias(self) -> None:
+        """The current (p, w)'s speed-measurement bias, drawn when it first runs: speeds are
+        measured with a 2% error fixed per configuration, as a profiler's. Drawn after the loss
+        points of the epochs that ended before (the generator's order)."""
+        self._draw_losses()
+        key = (self.num_ps, self.num_workers)
+        self._bias[key] = self.ledger.bias[self.row] = 1.0 + 0.02 * float(self.rng.standard_normal())
 
     @cached_property
     def steps_per_epoch(self) -> int:
@@ -215,6 +335,7 @@ class Job:
 
     def resize(self, num_ps: int, num_workers: int) -> None:
         """Set (p, w): new tasks start unplaced; removed tasks are the highest-numbered."""
+        self._obs_out()
         for role, old, new in (("ps", self.num_ps, num_ps), ("w", self.num_workers, num_workers)):
             for i in range(new, old):
                 del self.tasks[f"{self.job_id}/{role}{i}"]
@@ -224,6 +345,7 @@ class Job:
         self._ps = [self.tasks[f"{self.job_id}/ps{i}"] for i in range(num_ps)]
         self._workers = [self.tasks[f"{self.job_id}/w{i}"] for i in range(num_workers)]
         self.num_ps, self.num_workers = num_ps, num_workers
+        self._obs_in()
         self.touch()
 
     def touch(self) -> None:
@@ -233,28 +355,18 @@ class Job:
         self.proj = None
         self.view = None
 
-    def observe(self, t0_steps: float, speed: float, dt: float) -> None:
-        """Record what a real cluster would show after running `dt` seconds at `speed`.
-
-        Speeds are measured with a 2% error that is fixed per (p, w) configuration (drawn when it
-        first runs), as a profiler's bias; loss points get the model's relative noise per epoch.
-        """
-        if dt <= 0 or speed <= 0:
+    def _queue_epochs(self) -> None:
+        """Queue for loss draws the epochs that ended since the ledger's mark: the work at the
+        start of the intervals run since the last queueing (sim._integrate sets it). Epochs
+        count once, up to `total_epochs`, in the order they ended."""
+        led, r = self.ledger, self.row
+        mark = led.mark.item(r)
+        if math.isnan(mark):
             return
-        key = (self.num_ps, self.num_workers)
-        bias = self._bias.get(key)
-        if bias is None:
-            self._draw_losses()  # the generator's order: epochs that ended before this draw
-            bias = self._bias[key] = 1.0 + 0.02 * float(self.rng.standard_normal())
-        measured = speed * bias
-        self.last_speed = measured
-        w = self._speed_time.get(key, 0.0)
-        prev = self.obs_speed.get(key, 0.0)
-        self.obs_speed[key] = (prev * w + measured * dt) / (w + dt)
-        self._speed_time[key] = w + dt
+        led.mark[r] = math.nan
         spe = self.steps_per_epoch
-        first = int(t0_steps // spe) + 1
-        last = min(int(self.steps_done // spe), self.total_epochs)
+        first = int(mark // spe) + 1
+        last = min(int(led.steps.item(r) // spe), self.total_epochs)
         if first <= last:
             due = self._loss_due
             if due and due[-1][1] + 1 == first:
@@ -272,6 +384,7 @@ class Job:
         return self._loss
 
     def _draw_losses(self) -> None:
+        self._queue_epochs()
         if not self._loss_due:
             return
         epochs = [k for a, b in self._loss_due for k in range(a, b + 1)]

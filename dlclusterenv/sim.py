@@ -21,7 +21,7 @@ import numpy as np
 from .api import ClusterView, Decision, DecisionError, JobView, Scheduler, TaskView
 from .cluster import Cluster
 from .config import CONFIG_DIR, ModelZoo
-from .jobs import DONE, PENDING, RUNNING, Job, JobSpec, Task, job_epochs, stop_delta
+from .jobs import DONE, PENDING, RUNNING, Job, JobSpec, Ledger, Task, job_epochs, stop_delta
 from .metrics import Metrics, summarize
 from .comm import link_capacity, pattern
 from .efficiency import Efficiency
@@ -63,6 +63,32 @@ class Totals:
     jain_time: float = 0.0
     decision_s: list[float] = field(default_factory=list)
     timeline: list[tuple[float, float, float, float, float]] = field(default_factory=list)
+
+
+class _Epoch:
+    """What the engine reads at every event while the rates stand (built with them: every change
+    of placement, status or pause drops both): the ledger rows of the jobs the rates cover, those
+    whose completion is one array expression, the paused ones, and the holding jobs' dominant
+    shares."""
+
+    def __init__(self, sim: Simulator, running: list[Job], jobs: list[Job], rates: Rates):
+        self.jobs = jobs  # rates' rows
+        self.rows = np.array([j.row for j in jobs], np.int64)
+        self.speed = rates.speed_arr
+        self.observed = np.flatnonzero(self.speed > 0)
+        eff = [j.eff is not None for j in jobs]
+        self.ends = self.observed[~np.array(eff, bool)[self.observed]] if any(eff) else self.observed
+        self.eff = [(jobs[k], float(self.speed[k])) for k in self.observed if eff[k]]
+        self.running = running  # paused ones too
+        self.rows_running = np.array([j.row for j in running], np.int64)
+        awake = sim.now + EPS
+        self.paused = [j for j in running if j.paused_until > awake]
+        hold = sim._holding
+        self.holding = np.array([j.row for j in hold], np.int64)
+        share = sim._dominant_share
+        self.shares = np.array([share(j) if j.share is None else j.share for j in hold])
+        self.shares_sum = self.shares.sum()
+        self.shares_sq = float((self.shares**2).sum())
 
 
 class Simulator:
@@ -118,8 +144,11 @@ class Simulator:
         # jobs with a task on a node, in _active's (arrival) order: the running jobs and those
         # partly placed; what the engine walks per event, so that queued jobs cost nothing there
         self._holding: list[Job] = []
+        self._pending: list[Job] = []  # active jobs waiting (not fully placed), in arrival order
         self.version = 0  # bumped by every change a ClusterView could show
         self._rates: Rates | None = None
+        self._epoch: _Epoch | None = None  # what the engine needs per event, made with the rates
+        self._ledger = Ledger(len(self.specs))  # every job's running totals (jobs.Ledger)
         self._plan_stack = PlanStack()  # the running jobs' plans, gathered once (speed.PlanStack)
         self._wakes: list[float] = []  # decision points schedulers asked for
         self.totals = Totals()
@@ -136,6 +165,11 @@ class Simulator:
     def active_jobs(self) -> list[Job]:
         return self._active
 
+    def pending_jobs(self) -> list[Job]:
+        """Pending jobs in arrival order, kept as statuses change (a list the caller must not
+        modify), so that a scheduler reading the head of the queue does not walk the running."""
+        return self._pending
+
     def running_jobs(self) -> list[Job]:
         """Running jobs in arrival order, found among the jobs holding nodes (not the queue)."""
         return [j for j in self._holding if j.status == RUNNING]
@@ -148,17 +182,21 @@ class Simulator:
         ):
             s = self.specs[self._next_arrival]
             model = self.zoo.models[s.model]
+            self._ledger.grow(self._next_arrival + 1)
             job = Job(
                 spec=s,
                 model=model,
                 rng=np.random.default_rng([self.seed, self._next_arrival]),
                 total_epochs=job_epochs(model, s),
+                ledger=self._ledger,
+                row=self._next_arrival,
             )
             job.rel_delta = stop_delta(model, job.total_epochs)
             job.eff = self._eff[s.model]
             job.resize(s.num_ps, s.num_workers)
             self.jobs[s.job_id] = job
             self._active.append(job)
+            self._pending.append(job)
             self._next_arrival += 1
             arrived = True
         self.version += arrived
@@ -214,7 +252,7 @@ class Simulator:
             steps_done=job.steps_done,
             epochs_done=job.epochs_done,
             observed_loss=tuple(job.obs_loss),
-            observed_speed=MappingProxyType(dict(job.obs_speed)),
+            observed_speed=MappingProxyType(job.speeds_seen()),
             last_speed=job.last_speed,
             attained_gpu_s=job.attained_gpu_s,
             run_s=job.run_s,
@@ -556,11 +594,13 @@ class Simulator:
                     job.paused_until = max(job.paused_until, self.now + self._ckpt_s(job))
                 if math.isnan(job.first_start_s):
                     job.first_start_s = self.now
+                self._pending.remove(job)
                 job.status = RUNNING
                 job.ran_before = True
                 self._count_locality(job, job.worker_tasks())
-        else:
+        elif job.status != PENDING:
             job.status = PENDING
+            bisect.insort(self._pending, job, key=_arrival_order)
 
     def _count_locality(self, job: Job, workers: list[Task]) -> None:
         """D²S Table 1: each worker (a map task) that starts is data-local, rack-local or
@@ -577,12 +617,13 @@ class Simulator:
     # ------------------------------------------------------------------ time
     def rates(self) -> Rates:
         if self._rates is None:
-            running = [
-                j for j in self._holding if j.status == RUNNING and j.paused_until <= self.now + EPS
-            ]
+            awake = self.now + EPS
+            running = [j for j in self._holding if j.status == RUNNING]
+            awake_jobs = [j for j in running if j.paused_until <= awake]
             self._rates = compute_rates(
-                self.cluster, running, self.gpu_mode, self.overheads, self.packing, self._plan_stack
+                self.cluster, awake_jobs, self.gpu_mode, self.overheads, self.packing, self._plan_stack
             )
+            self._epoch = _Epoch(self, running, awake_jobs, self._rates)
         return self._rates
 
     def _next_tick(self) -> float:
@@ -603,39 +644,40 @@ class Simulator:
             self._wakes = [w for w in self._wakes if w > self.now + EPS]
             t_wake = min(self._wakes, default=math.inf) if self._active else math.inf
             t_next = min(t_arr, self._next_tick() if self._active else math.inf, t_wake, self.horizon_s)
-            t_pause = t_internal = math.inf
-            ends: list[tuple[float, Job]] = []  # running jobs' completion times
+            ep, led, now = self._epoch, self._ledger, self.now
+            awake = now + EPS
+            t_pause = min((j.paused_until for j in ep.paused if j.paused_until > awake), default=math.inf)
+            t_internal = math.inf
+            # completion times of the running jobs whose efficiency does not change (rows `ends`)
+            rows = ep.rows[ep.ends]
+            t_ends = now + (led.total[rows] - led.steps[rows]) / ep.speed[ep.ends]
+            if len(t_ends):
+                t_next = min(t_next, float(t_ends.min()))
             bounds: list[tuple[float, float, Job]] = []  # (time, work, job): efficiency changes
-            now, awake, speed = self.now, self.now + EPS, r.speed
-            for job in self._holding:
-                if job.status != RUNNING:
+            late: list[tuple[float, Job]] = []  # completions of jobs whose efficiency did change
+            for job, rate in ep.eff:  # work advances at speed x E (efficiency.py)
+                rate *= job.efficiency()
+                edge = job.next_boundary()
+                if edge < job.total_steps:  # an internal event: the work reaches a bucket edge
+                    t_edge = now + max(edge - job.steps_done, 0.0) / rate
+                    bounds.append((t_edge, edge, job))
+                    if t_edge < t_internal:
+                        t_internal = t_edge
                     continue
-                if job.paused_until > awake:
-                    if job.paused_until < t_pause:
-                        t_pause = job.paused_until
-                elif (rate := speed.get(job.job_id, 0.0)) > 0:
-                    if job.eff is not None:  # work advances at speed x E (efficiency.py)
-                        rate *= job.efficiency()
-                        edge = job.next_boundary()
-                        if edge < job.total_steps:  # an internal event: the work reaches a bucket edge
-                            t_edge = now + max(edge - job.steps_done, 0.0) / rate
-                            bounds.append((t_edge, edge, job))
-                            if t_edge < t_internal:
-                                t_internal = t_edge
-                            continue
-                    t_end = now + (job.total_steps - job.steps_done) / rate
-                    ends.append((t_end, job))
-                    if t_end < t_next:
-                        t_next = t_end
+                t_end = now + (job.total_steps - job.steps_done) / rate
+                late.append((t_end, job))
+                if t_end < t_next:
+                    t_next = t_end
             t_internal = min(t_internal, t_pause)
             t = min(t_next, t_internal)
             if math.isinf(t):  # nothing will ever happen again: jobs left are reported unfinished
                 self.done = True
                 break
-            self._check_stall(t, ends)
+            self._check_stall(t, lambda: [(float(e), ep.jobs[k]) for e, k in zip(t_ends, ep.ends)] + late)
             # a job whose completion time is t ends at t exactly, also when the clock cannot
             # resolve the time its last steps take (t == now)
-            self._integrate(r, t, [job for t_end, job in ends if t_end <= t])
+            ending = [ep.jobs[k] for k in ep.ends[t_ends <= t]] + [job for t_end, job in late if t_end <= t]
+            self._integrate(r, t, ending)
             for t_edge, edge, job in bounds:
                 if t_edge <= t:  # exactly at the edge (as `ending`), then the next bucket's rate
                     job.steps_done = edge
@@ -654,14 +696,16 @@ class Simulator:
                 break
         return self.now - start
 
-    def _check_stall(self, t: float, ends: list[tuple[float, Job]]) -> None:
+    def _check_stall(self, t: float, ends) -> None:
         """Count engine steps that leave the clock at `now`; after STALL_LIMIT in a row, raise
-        SimulationStalled naming the time and the running jobs instead of looping forever."""
+        SimulationStalled naming the time and the running jobs (`ends()`: their completion
+        times) instead of looping forever."""
         if t > self.now:
             self._still = 0
             return
         self._still += 1
         if self._still > STALL_LIMIT:
+            ends = ends()
             nearest = ", ".join(
                 f"{job.job_id} ({job.total_steps - job.steps_done:.3g} steps left, "
                 f"ends at {t_end!r} s)"
@@ -674,44 +718,54 @@ class Simulator:
 
     def _integrate(self, r: Rates, t: float, ending: list[Job]) -> None:
         """Run every rate from now to t; jobs in `ending` complete at t with exactly their total
-        steps (no float residue left for a step the clock cannot resolve)."""
+        steps (no float residue left for a step the clock cannot resolve). Per-job totals are
+        array operations on the ledger's rows (jobs.Ledger), elementwise in the order the scalar
+        code did them; the engine's totals add the jobs' shares one after the other (cumsum)."""
         dt = t - self.now
         tot = self.totals
         self.version += 1
         if dt > 0:
-            # running jobs in _holding's order; per-job products vectorised, totals summed in
-            # that order, one job after the other
-            row = r.row
-            rows = [(j, i) for j in self._holding if (i := row.get(j.job_id)) is not None]
-            idx = np.array([i for _, i in rows], dtype=np.int64)
-            speed = r.speed_arr[idx]
+            ep, led = self._epoch, self._ledger
+            for job in led.reload:  # measurements a reader held: the engine's again
+                job._obs_in()
+            led.reload.clear()
+            rows, speed = ep.rows, r.speed_arr
+            obs = ep.observed  # rows measured (speed > 0), as positions in `rows`
+            o_rows = rows[obs]
+            for k in obs[np.isnan(led.bias[o_rows])]:  # a (p, w) measured for the first time
+                ep.jobs[k].draw_bias()
             if self._eff_on:  # work advances at speed x E (efficiency.py); speed is what is measured
-                gained = (speed * np.array([j.efficiency() for j, _ in rows]) * dt).tolist()
+                gained = speed * np.array([j.efficiency() for j in ep.jobs]) * dt
             else:
-                gained = (speed * dt).tolist()
-            xn, xr = r.cross_node_arr[idx] * dt, r.cross_rack_arr[idx] * dt
-            for (job, _), v, d, n, k, g in zip(rows, speed.tolist(), gained, xn.tolist(), xr.tolist(),
-                                               (r.gpus_arr[idx] * dt).tolist()):
-                before = job.steps_done
-                job.steps_done = min(before + d, job.total_steps)
-                job.observe(before, v, dt)
-                job.run_s += dt
-                job.attained_gpu_s += g
-                job.bytes_cross_node += n
-                job.bytes_cross_rack += k
-                tot.cross_node_bytes += n
-                tot.cross_rack_bytes += k
+                gained = speed * dt
+            before = led.steps[rows]
+            led.steps[rows] = np.minimum(before + gained, led.total[rows])
+            # what a real cluster shows: the speed with the configuration's bias, time-weighted
+            # per (p, w); the finished epochs are queued for loss draws from the work at `mark`
+            measured = speed[obs] * led.bias[o_rows]
+            led.last_speed[o_rows] = measured
+            w, prev = led.obs_time[o_rows], led.obs_mean[o_rows]
+            led.obs_mean[o_rows] = (prev * w + measured * dt) / (w + dt)
+            led.obs_time[o_rows] = w + dt
+            mark = led.mark[o_rows]
+            led.mark[o_rows] = np.where(np.isnan(mark), before[obs], mark)
+            led.run_s[rows] += dt
+            led.gpu_s[rows] += r.gpus_arr * dt
+            xn, xr = r.cross_node_arr * dt, r.cross_rack_arr * dt
+            led.xnode[rows] += xn
+            led.xrack[rows] += xr
+            tot.cross_node_bytes = np.cumsum(np.concatenate(([tot.cross_node_bytes], xn))).item(-1)
+            tot.cross_rack_bytes = np.cumsum(np.concatenate(([tot.cross_rack_bytes], xr))).item(-1)
             tot.gpu_busy_s += r.gpus_busy * dt
             tot.cpu_used_s += r.cores_used * dt
             tot.net_bytes += r.nic_Bps * dt
             n = len(self._active)
             tot.job_seconds += n * dt
             if n:  # a job without a placed task has dominant share 0
-                shares = np.array([self._dominant_share(j) for j in self._holding])
-                for j, s in zip(self._holding, shares):
-                    j.dom_share_time += s * dt
-                denom = n * float((shares**2).sum())
-                jain = float(shares.sum() ** 2 / denom) if denom > 0 else 1.0
+                led.dom[ep.holding] += ep.shares * dt
+                led.held[ep.holding] = True
+                denom = n * ep.shares_sq
+                jain = float(ep.shares_sum ** 2 / denom) if denom > 0 else 1.0
                 tot.jain_s += jain * dt
                 tot.jain_time += dt
             tot.timeline.append(
@@ -749,11 +803,10 @@ class Simulator:
         return max(shares)
 
     def _finish_due(self, r: Rates) -> bool:
-        finished = [
-            j
-            for j in self._holding
-            if j.status == RUNNING and j.steps_done >= j.total_steps * (1 - 1e-12) - EPS
-        ]
+        ep, led = self._epoch, self._ledger
+        rows = ep.rows_running
+        due = np.flatnonzero(led.steps[rows] >= led.total[rows] * (1 - 1e-12) - EPS)
+        finished = [ep.running[k] for k in due]
         for job in finished:
             job.steps_done = float(job.total_steps)
             self._end(job)
@@ -764,6 +817,8 @@ class Simulator:
         for t in job.tasks.values():
             if t.node >= 0:
                 self._unplace(t)
+        if job.status == PENDING:
+            self._pending.remove(job)
         job.status = DONE
         job.finish_s = self.now
         self._active.remove(job)

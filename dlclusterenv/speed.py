@@ -32,6 +32,8 @@ otherwise one symmetric slowdown from the models' Gandiva-scale `gpu_util` (prof
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import compress, count
+from operator import is_not
 from pathlib import Path
 
 import numpy as np
@@ -276,12 +278,10 @@ class PlanStack:
 
     def update(self, plans: list[JobPlan]) -> "PlanStack":
         old, n_old, n_new = self.plans, len(self.plans), len(plans)
-        a = 0
-        while a < min(n_old, n_new) and old[a] is plans[a]:
-            a += 1
-        b = 0
-        while b < min(n_old, n_new) - a and old[n_old - 1 - b] is plans[n_new - 1 - b]:
-            b += 1
+        n_min = min(n_old, n_new)
+        # the common head and tail (first plans that differ, found at C speed)
+        a = next(compress(count(), map(is_not, old, plans)), n_min)
+        b = min(next(compress(count(), map(is_not, reversed(old), reversed(plans))), n_min), n_min - a)
         if a == n_old == n_new:
             return self
         if 2 * (n_new - a - b) > n_new:  # most changed: gather them all
@@ -432,11 +432,15 @@ def compute_rates(
     t_entry = (e_bytes * flows_total[e_link] / cap[e_link]) / e_flows
     ib = intra_base(cluster)
     net_e = e_link < ib
-    net = np.zeros(n_jobs)
-    np.maximum.at(net, e_job[net_e], t_entry[net_e])
+    # per-job maxima over each job's run of entries (0 where it has none of the kind)
+    counts = st.entry_counts
+    has = counts > 0
+    starts = (np.cumsum(counts) - counts)[has]
+    net, host = np.zeros(n_jobs), np.zeros(n_jobs)
+    if len(starts):
+        net[has] = np.maximum.reduceat(np.where(net_e, t_entry, 0.0), starts)
+        host[has] = np.maximum.reduceat(np.where(net_e, 0.0, t_entry), starts)
     net = np.maximum(net, k[:, _TASK_TIME])
-    host = np.zeros(n_jobs)
-    np.maximum.at(host, e_job[~net_e], t_entry[~net_e])
     latency = cluster.config.network.latency_s * k[:, _MESSAGES]
     # ---- step time of one local batch on every worker. Communication (and the PS update, which
     # MXNet and TF pipeline per layer) overlaps the backward pass: up to `overlap` of the compute
