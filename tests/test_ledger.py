@@ -17,12 +17,18 @@ def _run_until(sim, sched, t: float) -> None:
         sim.advance()
 
 
-def test_jobs_read_and_write_their_ledger_row():
+def _tiny_fifo_at(t: float):
+    """The tiny scenario under FIFO, run until simulated time t."""
     sim = make_sim("tiny", 0)
     fifo = baselines.make("fifo")
     sim.reset()
     fifo.reset(0)
-    _run_until(sim, fifo, 600.0)
+    _run_until(sim, fifo, t)
+    return sim, fifo
+
+
+def test_jobs_read_and_write_their_ledger_row():
+    sim, fifo = _tiny_fifo_at(600.0)
     led = sim._ledger
     running = sim.running_jobs()
     assert running and all(j.ledger is led for j in sim.jobs.values())
@@ -37,11 +43,7 @@ def test_jobs_read_and_write_their_ledger_row():
 
 
 def test_a_measurement_a_reader_changed_is_where_the_engine_goes_on():
-    sim = make_sim("tiny", 0)
-    fifo = baselines.make("fifo")
-    sim.reset()
-    fifo.reset(0)
-    _run_until(sim, fifo, 600.0)
+    sim, fifo = _tiny_fifo_at(600.0)
     job = next(j for j in sim.running_jobs() if j.obs_speed)
     key = (job.num_ps, job.num_workers)
     job.obs_speed[key] = 7.0
