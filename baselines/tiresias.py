@@ -76,6 +76,13 @@ such job in turn; now waiting jobs are bucketed by their workers too, and Admiss
 which workers failed on which state of a walk (their placement does not depend on the rest of
 the job), so one walk per kind of workers is made per change of the cluster, none while nothing
 changes.
+Issue 14: the simulator rebuilds a running job's view whenever it is read (its service and
+losses move), which made a Philly-scale decision cost every running job's view. Tiresias now
+reads the running jobs' ids and their attained service (ClusterView.attained_gpu_s) and keeps the
+view taken at the first decision point that sees a job running for what stays fixed while it
+runs (_Running); new jobs are found by id from the end of view.jobs. Decisions unchanged (every
+job's finish time and every decision equal on default seeds 0-2, the Philly 1-VC week and the
+all-VC day, main vs branch).
 """
 
 from __future__ import annotations
@@ -131,6 +138,26 @@ class _Bucket:
         if f is not None and (r is None or f < r):
             return f, 0
         return r, (1 if r is not None else -1)
+
+
+class _Running:
+    """A running job as Tiresias reads it at a decision point: the view taken when it was first
+    seen running, for what does not change while it runs (its demands and nodes: Tiresias never
+    migrates or resizes), and its attained service now (ClusterView.attained_gpu_s), so that a
+    decision does not rebuild the view of every running job (issue 14)."""
+
+    __slots__ = ("view", "job_id", "attained_gpu_s")
+    status = "running"
+    _FIXED = frozenset(("arrival_s", "tasks", "num_ps", "num_workers", "ps_demand",
+                        "worker_demand", "param_bytes"))
+
+    def __init__(self, view: JobView, attained_gpu_s: float):
+        self.view, self.job_id, self.attained_gpu_s = view, view.job_id, attained_gpu_s
+
+    def __getattr__(self, name: str):
+        if name not in _Running._FIXED:  # anything else may have moved since the view was taken
+            raise AttributeError(f"a running job's {name!r} is not kept between decisions")
+        return getattr(self.view, name)
 
 
 def _arrival(job: JobView) -> tuple[float, str]:
@@ -200,6 +227,7 @@ class Tiresias(Scheduler):
         self._garr = np.zeros(0)
         # (Admission.state, the failures found in it) at the last decision point
         self._failed: tuple = (None, None)
+        self._views: dict[str, JobView] = {}  # running job -> its view when first seen running
 
     def queue_of(self, job_id: str) -> int:
         return self.state[job_id].queue
@@ -238,8 +266,21 @@ class Tiresias(Scheduler):
             g = self._gcache[k] = -gittins_index(self._garr, a, top - a)
         return g
 
+    def _running(self, view: ClusterView) -> list[_Running]:
+        """The running jobs (arrival order), views built only for those not running before."""
+        views, self._views = self._views, {}
+        out = []
+        for k, jid in enumerate(view.running.job_ids()):
+            v = views.get(jid)
+            if v is None:
+                v = view.running[k]
+            self._views[jid] = v
+            out.append(_Running(v, view.attained_gpu_s(jid)))
+        return out
+
     def decide(self, view: ClusterView) -> Decision:
-        self._update_queues(view)
+        running = self._running(view)
+        self._update_queues(view, running)
         keys: dict[str, tuple] = {}
 
         def key(j: JobView) -> tuple[int, float, bool, int]:
@@ -251,7 +292,7 @@ class Tiresias(Scheduler):
             return k
 
         admission = Admission(
-            view, sorted(view.running, key=key), key, self.placer,
+            view, sorted(running, key=key), key, self.placer,
             lambda j: self.servers(view, j),
         )
         state = admission.state()
@@ -260,14 +301,14 @@ class Tiresias(Scheduler):
         self._admit(view, admission)
         self._failed = (state, admission.first)
         d = admission.decision()
-        self._remember(view, d)
+        self._remember(view, d, running)
         return d
 
-    def _remember(self, view: ClusterView, d: Decision) -> None:
+    def _remember(self, view: ClusterView, d: Decision, running: list[_Running]) -> None:
         """Each watched job's service now and the GPUs it runs on after this decision (a job that
         finishes was watched: running at the last decision point or started by it)."""
         stopped = set(d.preempt)
-        running = {j.job_id: j for j in view.running}  # views the round read already
+        running = {j.job_id: j for j in running}
         self._last = {}
         for jid in self._watch:
             j = running.get(jid) or view.job(jid)
@@ -356,12 +397,12 @@ class Tiresias(Scheduler):
                     b.ran[k] = (st.ngi, seq, jid)
                 b.ran.sort()
 
-    def _update_queues(self, view: ClusterView) -> None:
+    def _update_queues(self, view: ClusterView, running: list[_Running]) -> None:
         """What changed since the last decision point: jobs that finished (their sizes learned),
         started or stopped, arrived, were demoted (only a job that ran since can cross a
         threshold) or promoted."""
         now = view.time
-        running = {j.job_id: j for j in view.running}
+        running = {j.job_id: j for j in running}
         stopped = []
         done = []
         for jid in self._watch:
@@ -442,10 +483,9 @@ class Tiresias(Scheduler):
         arrival order), found from the end."""
         new = []
         for k in range(len(view.jobs) - 1, -1, -1):
-            job = view.jobs[k]
-            if job.job_id in self.state:
+            if view.jobs.job_id(k) in self.state:
                 break
-            new.append(job)
+            new.append(view.jobs[k])
         return new[::-1]
 
 
