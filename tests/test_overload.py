@@ -309,8 +309,11 @@ def test_a_running_job_kept_between_decisions_refuses_what_moves():
         sim.decide(fifo)
         sim.advance()
     job = sim.view().running[0]
-    kept = tiresias_mod._Running(job, 5.0)
-    assert (kept.job_id, kept.attained_gpu_s, kept.status) == (job.job_id, 5.0, "running")
-    assert kept.tasks == job.tasks and kept.worker_demand == job.worker_demand
+    kept = tiresias_mod._Running(job)
+    assert (kept.job_id, kept.attained_gpu_s, kept.status) == (job.job_id, job.attained_gpu_s,
+                                                                "running")
+    assert kept.tasks == job.tasks and kept.ps_demand == job.ps_demand
+    assert kept.nodes == tuple(t.node for t in job.tasks) and min(kept.nodes) >= 0
+    assert kept.held == kept.gpus == job.num_workers * job.worker_demand.gpu > 0
     with pytest.raises(AttributeError, match="'run_s' is not kept"):
         kept.run_s
