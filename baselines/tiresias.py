@@ -76,6 +76,13 @@ such job in turn; now waiting jobs are bucketed by their workers too, and Admiss
 which workers failed on which state of a walk (their placement does not depend on the rest of
 the job), so one walk per kind of workers is made per change of the cluster, none while nothing
 changes.
+Issue 14: the simulator rebuilds a running job's view whenever it is read (its service and
+losses move), which made a Philly-scale decision cost every running job's view. Tiresias now
+reads the running jobs' ids and their attained service (ClusterView.attained_gpu_s) and keeps the
+view taken at the first decision point that sees a job running for what stays fixed while it
+runs (_Running); new jobs are found by id from the end of view.jobs. Decisions unchanged (every
+job's finish time and every decision equal on default seeds 0-2, the Philly 1-VC week and the
+all-VC day, main vs branch).
 """
 
 from __future__ import annotations
@@ -131,6 +138,45 @@ class _Bucket:
         if f is not None and (r is None or f < r):
             return f, 0
         return r, (1 if r is not None else -1)
+
+
+class _Running:
+    """A running job as Tiresias reads it at a decision point: the view taken when it was first
+    seen running, for what does not change while it runs (its demands and nodes: Tiresias never
+    migrates or resizes), and its attained service now (ClusterView.attained_gpu_s), so that a
+    decision does not rebuild the view of every running job (issue 14). Kept, and its service
+    updated, from one decision point to the next while the job runs; what Tiresias reads of it
+    every decision is worked out once (`gpus` its workers', `nodes` and `held` as Admission
+    reads them)."""
+
+    __slots__ = ("view", "job_id", "arrival_s", "attained_gpu_s", "tasks", "num_workers",
+                 "worker_demand", "gpus", "nodes", "held")
+    status = "running"
+    _FIXED = frozenset(("num_ps", "ps_demand", "param_bytes"))
+
+    def __init__(self, view: JobView):
+        self.view, self.job_id, self.arrival_s = view, view.job_id, view.arrival_s
+        self.attained_gpu_s, self.tasks = view.attained_gpu_s, view.tasks
+        self.num_workers, self.worker_demand = view.num_workers, view.worker_demand
+        self.gpus = view.num_workers * view.worker_demand.gpu
+        self.nodes = tuple(t.node for t in view.tasks)
+        self.held = sum(t.demand.gpu for t in view.tasks if t.node >= 0)
+
+    def __getattr__(self, name: str):
+        if name not in _Running._FIXED:  # anything else may have moved since the view was taken
+            raise AttributeError(f"a running job's {name!r} is not kept between decisions")
+        return getattr(self.view, name)
+
+
+def _nodes(job) -> tuple:
+    """The nodes of a running job's tasks (Admission.state)."""
+    return job.nodes if isinstance(job, _Running) else tuple(t.node for t in job.tasks)
+
+
+def _held(job) -> int:
+    """GPUs held by a running job's placed tasks (Admission._lower)."""
+    return job.held if isinstance(job, _Running) else sum(
+        t.demand.gpu for t in job.tasks if t.node >= 0)
 
 
 def _arrival(job: JobView) -> tuple[float, str]:
@@ -193,13 +239,18 @@ class Tiresias(Scheduler):
         # waiting jobs: queue -> GPUs asked for -> their bucket
         self._waiting: dict[int, dict[int, _Bucket]] = {}
         self.sizes: list[float] = []  # GPU-seconds of the jobs that finished (2D-Gittins)
-        # watched job -> (arrival key, attained GPU-s, time, GPUs running) at the last decision
-        self._last: dict[str, tuple] = {}
+        # for the sizes of jobs that finish before the next decision point: the time of the last
+        # one, the jobs it preempted and the (pending) views of those it started
+        self._last_t = 0.0
+        self._stopped: set[str] = set()
+        self._started: dict[str, JobView] = {}
         self._keyed = None  # the distribution the buckets' keys were computed on (None: LAS)
         self._gcache: dict[tuple[int, float], float] = {}
         self._garr = np.zeros(0)
         # (Admission.state, the failures found in it) at the last decision point
         self._failed: tuple = (None, None)
+        self._runs: dict[str, _Running] = {}  # the running jobs at the last decision point
+        self._prev: dict[str, _Running] = {}  # those at the one before
 
     def queue_of(self, job_id: str) -> int:
         return self.state[job_id].queue
@@ -238,8 +289,21 @@ class Tiresias(Scheduler):
             g = self._gcache[k] = -gittins_index(self._garr, a, top - a)
         return g
 
+    def _running(self, view: ClusterView) -> list[_Running]:
+        """The running jobs (arrival order), views built only for those not running before."""
+        self._prev, self._runs = self._runs, {}
+        for k, jid in enumerate(view.running.job_ids()):
+            r = self._prev.get(jid)
+            if r is None:
+                r = _Running(view.running[k])
+            else:
+                r.attained_gpu_s = view.attained_gpu_s(jid)
+            self._runs[jid] = r
+        return list(self._runs.values())
+
     def decide(self, view: ClusterView) -> Decision:
-        self._update_queues(view)
+        running = self._running(view)
+        self._update_queues(view, running)
         keys: dict[str, tuple] = {}
 
         def key(j: JobView) -> tuple[int, float, bool, int]:
@@ -251,7 +315,7 @@ class Tiresias(Scheduler):
             return k
 
         admission = Admission(
-            view, sorted(view.running, key=key), key, self.placer,
+            view, sorted(running, key=key), key, self.placer,
             lambda j: self.servers(view, j),
         )
         state = admission.state()
@@ -264,15 +328,22 @@ class Tiresias(Scheduler):
         return d
 
     def _remember(self, view: ClusterView, d: Decision) -> None:
-        """Each watched job's service now and the GPUs it runs on after this decision (a job that
-        finishes was watched: running at the last decision point or started by it)."""
-        stopped = set(d.preempt)
-        running = {j.job_id: j for j in view.running}  # views the round read already
-        self._last = {}
-        for jid in self._watch:
-            j = running.get(jid) or view.job(jid)
-            gpus = 0 if jid in stopped else j.num_workers * j.worker_demand.gpu
-            self._last[jid] = (_arrival(j), j.attained_gpu_s, view.time, gpus)
+        """What the size of a watched job that finishes before the next decision point is made
+        of (it was running at this one, kept in `_runs`, or started by this decision)."""
+        self._last_t = view.time
+        self._stopped = set(d.preempt)
+        self._started = {jid: view.job(jid) for jid in self._watch if jid not in self._runs}
+
+    def _size(self, jid: str, now: float) -> tuple[tuple[float, str], float]:
+        """(arrival key, GPU-seconds of service) of a watched job that finished: the service
+        seen at the last decision point plus its GPUs x the time since."""
+        r = self._prev.get(jid)
+        if r is not None:
+            gpus = 0 if jid in self._stopped else r.gpus
+            return _arrival(r), r.attained_gpu_s + gpus * (now - self._last_t)
+        v = self._started[jid]
+        return _arrival(v), v.attained_gpu_s + v.num_workers * v.worker_demand.gpu * (
+            now - self._last_t)
 
     def _admit(self, view: ClusterView, admission: Admission) -> None:
         """Try waiting jobs in priority order, leaving out, as the round goes, buckets whose
@@ -356,12 +427,12 @@ class Tiresias(Scheduler):
                     b.ran[k] = (st.ngi, seq, jid)
                 b.ran.sort()
 
-    def _update_queues(self, view: ClusterView) -> None:
+    def _update_queues(self, view: ClusterView, running: list[_Running]) -> None:
         """What changed since the last decision point: jobs that finished (their sizes learned),
         started or stopped, arrived, were demoted (only a job that ran since can cross a
         threshold) or promoted."""
         now = view.time
-        running = {j.job_id: j for j in view.running}
+        running = {j.job_id: j for j in running}
         stopped = []
         done = []
         for jid in self._watch:
@@ -371,8 +442,7 @@ class Tiresias(Scheduler):
             try:
                 job = view.job(jid)
             except KeyError:  # finished: its size is the service seen last plus since then
-                arrival, a, t, gpus = self._last[jid]
-                done.append((arrival, a + gpus * (now - t)))
+                done.append(self._size(jid, now))
                 if st.waiting:
                     self._wait(jid, False)
                 del self.state[jid]
@@ -405,7 +475,14 @@ class Tiresias(Scheduler):
                 if job.job_id in self.state:
                     self.state[job.job_id].seen_s = now
         # entries into queues in arrival order, as a pass over all jobs in that order would make
-        changed = sorted([j for j in running.values() if j.job_id in self.state] + stopped
+        # (only jobs promoted or demoted enter a queue: the others are left out before sorting)
+        def moves(job) -> bool:
+            st = self.state[job.job_id]
+            return job.job_id in promoted or sum(
+                job.attained_gpu_s - st.gpu_s0 >= t for t in self.thresholds) > st.queue
+
+        changed = sorted([j for j in running.values() if j.job_id in self.state and moves(j)]
+                         + [j for j in stopped if moves(j)]
                          + [view.job(jid) for jid in promoted if jid not in running], key=_arrival)
         for job in changed:
             st = self.state[job.job_id]
@@ -442,10 +519,9 @@ class Tiresias(Scheduler):
         arrival order), found from the end."""
         new = []
         for k in range(len(view.jobs) - 1, -1, -1):
-            job = view.jobs[k]
-            if job.job_id in self.state:
+            if view.jobs.job_id(k) in self.state:
                 break
-            new.append(job)
+            new.append(view.jobs[k])
         return new[::-1]
 
 
@@ -499,7 +575,7 @@ class Admission:
         nodes."""
         c = self.cap
         return (c.cpu.tobytes(), c.mem.tobytes(), c.bw.tobytes(), c.gpu.tobytes(),
-                tuple((r.job_id, tuple(t.node for t in r.tasks)) for r in self.running))
+                tuple((r.job_id, _nodes(r)) for r in self.running))
 
     def free_gpus(self) -> int:
         return int(self.cap.gpu.sum())
@@ -511,8 +587,7 @@ class Admission:
             gone = {v.job_id for v in self.victims}
             keys = [self.key(r) for r in self.running]
             held = [
-                0 if r.job_id in gone else sum(t.demand.gpu for t in r.tasks if t.node >= 0)
-                for r in self.running
+                0 if r.job_id in gone else _held(r) for r in self.running
             ]
             gpus, count = [0] * (len(held) + 1), [0] * (len(held) + 1)
             for i in range(len(held) - 1, -1, -1):

@@ -189,6 +189,17 @@ class JobViews(Sequence):
         for k in range(len(self)):
             yield self[k]
 
+    def job_id(self, k: int) -> str:
+        """The id of job `k` without building its view (a scheduler that tracks jobs itself
+        reads ids every decision, views only of jobs that changed)."""
+        self._check()
+        return self._jobs[k].job_id
+
+    def job_ids(self) -> list[str]:
+        """Every job's id, in order, without building views."""
+        self._check()
+        return [j.job_id for j in self._jobs]
+
     def __repr__(self) -> str:
         return f"JobViews({len(self)} jobs)"
 
@@ -228,6 +239,15 @@ class ClusterView:
         if job is None or job.status == "done":
             raise KeyError(f"no active job {job_id!r}")
         return self._sim.job_view(job)
+
+    def attained_gpu_s(self, job_id: str) -> float:
+        """An active job's JobView.attained_gpu_s now, without building its view (a running
+        job's view is rebuilt at every decision point: its service and losses move)."""
+        self.jobs._check()
+        job = self._sim.jobs.get(job_id)
+        if job is None or job.status == "done":
+            raise KeyError(f"no active job {job_id!r}")
+        return job.attained_gpu_s
 
     def gpu_key(self, gpu: int) -> str:
         c = self.cluster

@@ -231,3 +231,89 @@ def test_decision_work_does_not_grow_with_the_queue(policy, module, kw, bound, m
             long_queue += 1
             worst = max(worst, work[0] / (changed + 1))
     assert long_queue > 50 and worst < bound
+
+
+class IdsChecked(Scheduler):
+    """Tiresias that checks, at every decision point, the view's cheap reads (ids, attained
+    service) against the views they stand in for."""
+
+    def __init__(self):
+        self.inner = Tiresias()
+        self.checked = 0
+
+    def reset(self, seed=None):
+        self.inner.reset(seed)
+
+    def decide(self, view):
+        for jobs in (view.jobs, view.pending, view.running):
+            assert jobs.job_ids() == [j.job_id for j in jobs]
+            assert [jobs.job_id(k) for k in range(len(jobs))] == jobs.job_ids()
+        for j in view.jobs:
+            assert view.attained_gpu_s(j.job_id) == j.attained_gpu_s
+            self.checked += j.attained_gpu_s > 0
+        with pytest.raises(KeyError, match="no active job 'nope'"):
+            view.attained_gpu_s("nope")
+        return self.inner.decide(view)
+
+
+def test_ids_and_attained_service_read_without_views_match_the_views():
+    sim = make_sim(overloaded(60, LOAD), 0)
+    sched = IdsChecked()
+    assert sim.run(sched).jobs_finished == 60
+    assert sched.checked > 0
+    sim = make_sim("tiny", 0)
+    sim.advance()
+    view = sim.view()
+    sim.advance()
+    for read in (view.jobs.job_ids, lambda: view.jobs.job_id(0), lambda: view.attained_gpu_s("x")):
+        with pytest.raises(RuntimeError, match="decision point"):
+            read()
+
+
+@pytest.mark.parametrize("policy", ["tiresias", "tiresias-gittins"])
+def test_tiresias_builds_views_of_running_jobs_only_when_they_start(policy, monkeypatch):
+    """Issue 14: a running job's view is rebuilt by the simulator whenever it is read (its
+    service moves); Tiresias reads it once, at the first decision point that sees it running,
+    and its service now by ClusterView.attained_gpu_s. Reading every running job, as before,
+    builds one view per running job per decision."""
+    sim = make_sim(overloaded(120, LOAD), 0)
+    built: list[str] = []
+    build = Simulator.job_view
+
+    def counted(s, j):
+        if j.status == "running":
+            built.append(j.job_id)
+        return build(s, j)
+
+    monkeypatch.setattr(Simulator, "job_view", counted)
+    sched = baselines.make(policy)
+    sim.reset()
+    sched.reset(0)
+    seen: set[str] = set()  # running at the last decision point
+    views = reads = 0
+    while not sim.done:
+        running = {j.job_id for j in sim.running_jobs()}
+        built.clear()
+        sim.decide(sched)
+        assert set(built) <= running - seen, f"t = {sim.now}"
+        views, reads, seen = views + len(built), reads + len(running), running
+        sim.advance()
+    assert reads > 5 * views > 0  # reading every running job would make them equal
+
+
+def test_a_running_job_kept_between_decisions_refuses_what_moves():
+    sim = make_sim("tiny", 0)
+    fifo = baselines.make("fifo")
+    sim.reset()
+    while not sim.running_jobs():
+        sim.decide(fifo)
+        sim.advance()
+    job = sim.view().running[0]
+    kept = tiresias_mod._Running(job)
+    assert (kept.job_id, kept.attained_gpu_s, kept.status) == (job.job_id, job.attained_gpu_s,
+                                                                "running")
+    assert kept.tasks == job.tasks and kept.ps_demand == job.ps_demand
+    assert kept.nodes == tuple(t.node for t in job.tasks) and min(kept.nodes) >= 0
+    assert kept.held == kept.gpus == job.num_workers * job.worker_demand.gpu > 0
+    with pytest.raises(AttributeError, match="'run_s' is not kept"):
+        kept.run_s
