@@ -63,7 +63,7 @@ import sys
 import time
 import urllib.parse
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Literal
 
@@ -73,7 +73,9 @@ from pydantic import Field, StrictInt, model_validator
 from . import schedulers
 from .api import Decision, Scheduler
 from .config import ConfigError, _Strict, read_yaml, resolve, validate
-from .evaluate import atomic_write, claim, move_all, policy_key, pool_run, resolve_policies, run_key, write_csv
+from .metrics import Metrics
+from .evaluate import (EvaluateError, atomic_write, claim, move_all, policy_key, pool_run, resolve_policies, run_key,
+                       signals_held, write_csv)
 from .traces import data_path
 from .workload import Scenario, load_scenario
 
@@ -405,31 +407,39 @@ def execute(tasks: list[Task], workers: int = 1, progress: bool = True,
     return rows
 
 
-def _cell(text: str):
-    """A runs.csv cell as run_task wrote it: int, float (repr round-trips), bool, None or str."""
+# runs.csv columns that hold numbers: the plan's window and seed, the run's metrics and wall time;
+# every other column (instance, split, policy, fingerprint) is text, whatever it looks like
+NUMERIC = frozenset({"window", "seed", "wall_s", *(f.name for f in fields(Metrics))} - {"jobs", "timeline"})
+
+
+def _cell(column: str, text: str):
+    """A runs.csv cell as run_task wrote it, by its column: a number (int, or float: repr
+    round-trips) in a NUMERIC column, None for an empty one (a trace-less run's window); the
+    text itself elsewhere, so a policy or instance named "1e3" or "007" stays that name."""
+    if column not in NUMERIC:
+        return text
     if text == "":
         return None
-    if text in ("True", "False"):
-        return text == "True"
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
 
 
-def _legacy_match(task: Task) -> bool:
-    """A row from a runs.csv without fingerprints: its decision log's header scenario is the task's
-    and the log is newer than the trace file (see the module docstring)."""
-    if task.log is None or not Path(task.log).exists():
-        return False
-    with open(task.log) as f:
-        head = json.loads(f.readline()).get("header", {})
-    if head.get("scenario") != json.loads(json.dumps(task.scenario.model_dump())):  # as run_task wrote it
-        return False
-    t = task.scenario.workload.trace
-    return t is None or data_path(t.path).stat().st_mtime_ns <= Path(task.log).stat().st_mtime_ns
+def read_runs(path: Path) -> list[dict]:
+    """The rows of a runs.csv, each cell by its column (`_cell`); a cell that is not a number
+    where one belongs, or a short row, is a ValueError naming the line and column."""
+    rows = []
+    with open(path, newline="") as f:
+        for line, r in enumerate(csv.DictReader(f), 2):
+            row = {}
+            for k, v in r.items():
+                try:
+                    row[k] = _cell(k, v)
+                except (ValueError, TypeError):
+                    raise ValueError(f"{path}: line {line}: column {k}: {v!r} is not a number") from None
+            rows.append(row)
+    return rows
 
 
 def _key(r: dict) -> tuple:
@@ -456,21 +466,25 @@ def _save_row(stage: Path, row: dict) -> None:
     atomic_write(path, lambda tmp: tmp.write_text(text))
 
 
-def reusable(tasks: list[Task], out: Path) -> dict[int, dict]:
+def reusable(tasks: list[Task], out: Path, say=lambda m: None) -> dict[int, dict]:
     """The finished runs in `out` that match a task (by index), see the module docstring: rows of
-    `runs.csv` whose log is in place, and (preferred) runs a killed benchmark finished in the stage.
+    `runs.csv` whose fingerprint matches and whose log is in place, and (preferred) runs a killed
+    benchmark finished in the stage. Rows of planned runs that are stale (another fingerprint, or
+    none: a runs.csv from before the column) are rerun, and `say` is told how many and why.
     Every staged file that matches no task is removed, so the stage holds only this plan's
     finished runs (their logs are what the next commit moves in; their rows go into its runs.csv)."""
     path, stage = out / "runs.csv", out / STAGE
     saved = {}
     if path.exists():
-        with open(path, newline="") as f:
-            saved = {_key({**r, "window": _cell(r["window"]), "seed": int(r["seed"])}): r for r in csv.DictReader(f)}
+        try:
+            saved = {_key(r): r for r in read_runs(path)}
+        except ValueError as e:
+            raise EvaluateError(f"--resume: {e}; remove it or run without --resume") from None
     staged = {}
     for f in stage.glob("rows/*.json"):
         row = json.loads(f.read_text())
         staged[_key(row)] = (row, f)
-    done, keep = {}, set()
+    done, keep, stale, unkeyed = {}, set(), 0, 0
     for i, t in enumerate(tasks):
         key, fp = (t.instance, t.split, t.window, t.policy, t.seed), fingerprint(t.scenario, t.policy)
         row, f = staged.get(key, (None, None))
@@ -481,11 +495,18 @@ def reusable(tasks: list[Task], out: Path) -> dict[int, dict]:
         r = saved.get(key)
         if r is None or (t.log is not None and not Path(t.log).exists()):
             continue
-        if r.get("fingerprint") == fp or ("fingerprint" not in r and _legacy_match(t)):
-            row = {k: _cell(v) for k, v in r.items() if k != "fingerprint"}
-            row.update(instance=t.instance, split=t.split, window=t.window, policy=t.policy, seed=t.seed,
-                       fingerprint=fp)
-            done[i] = row
+        if r.get("fingerprint") != fp:
+            stale += 1
+            unkeyed += "fingerprint" not in r
+            continue
+        done[i] = {**r, "instance": t.instance, "split": t.split, "window": t.window, "policy": t.policy,
+                   "seed": t.seed, "fingerprint": fp}
+    if stale:
+        why = (f"{unkeyed} from a runs.csv without fingerprints, {stale - unkeyed} with another"
+               if unkeyed else "their fingerprint differs")
+        say(f"--resume: {stale} rows of {path} are stale ({why}: another scenario, trace file content, "
+            "model file or policy / engine code than now, or keyed by an older version, e.g. the trace "
+            "file by size and mtime); they are rerun")
     for f in stage.rglob("*"):
         if f.is_file() and f not in keep:
             f.unlink()
@@ -501,6 +522,24 @@ def _finish_commit(out: Path) -> None:
         shutil.rmtree(commit / "rows", ignore_errors=True)  # the staged rows are in its runs.csv
         move_all(commit, out)
         shutil.rmtree(commit)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) during a benchmark; the message says what state `out` is left in."""
+
+
+def _commit(out: Path) -> None:
+    """Rename the stage to `.commit` (the commit point) and move its files into place, with SIGINT
+    and SIGTERM held back throughout (`evaluate.signals_held`): a Ctrl-C there lets the commit
+    finish and is then raised as Interrupted, saying so; a SIGKILL leaves `.commit` (or the
+    stage) for the next benchmark into `out` (`_finish_commit`, `--resume`)."""
+    try:
+        with signals_held():
+            (out / STAGE).rename(out / COMMIT)
+            _finish_commit(out)
+    except KeyboardInterrupt:
+        raise Interrupted(f"{out} holds this benchmark's outputs, committed before the interrupt took "
+                          "effect (results not printed)") from None
 
 
 # ----------------------------------------------------------------------------- scoring
@@ -605,7 +644,7 @@ def run_suite(name: str, out: Path, *, workers: int = 1, extra: list[str] = (), 
         stage = out / STAGE
         tasks = plan(suite, insts, out, extra)
         if resume:
-            done = reusable(tasks, out)
+            done = reusable(tasks, out, say)
             say(f"--resume: {len(done)} of {len(tasks)} runs reused from {out}, {len(tasks) - len(done)} to run")
         else:
             shutil.rmtree(stage, ignore_errors=True)
@@ -622,8 +661,7 @@ def run_suite(name: str, out: Path, *, workers: int = 1, extra: list[str] = (), 
         summary = json.dumps({"suite": suite.name, "version": suite.version, "runs": len(tasks),
                               "reused": len(done), "wall_s": wall, "geomean": res["geomean"]}, indent=1)
         atomic_write(stage / "suite.json", lambda tmp: tmp.write_text(summary))
-        stage.rename(out / COMMIT)  # the commit point
-        _finish_commit(out)
+        _commit(out)
     res.update(suite=suite, wall_s=wall, runs=len(tasks), reused=len(done))
     return res
 
@@ -656,8 +694,15 @@ def cli(suite: str, out: str | None, check: bool, validate_path: str | None, wor
               f"path/file.py:Class, an entry point); baselines are set by the suite, got {bad[0]!r}",
               file=sys.stderr)
         return 2
-    res = run_suite(suite, Path(out or f"runs/benchmark/{Path(suite).stem}"), workers=workers, extra=extra,
-                    say=lambda m: print(m, file=sys.stderr), resume=resume)
+    out = Path(out or f"runs/benchmark/{Path(suite).stem}")
+    try:
+        res = run_suite(suite, out, workers=workers, extra=extra, say=lambda m: print(m, file=sys.stderr),
+                        resume=resume)
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:
+        raise Interrupted(f"{out} is as it was; `--resume` reuses the runs finished before it "
+                          f"(kept in {out / STAGE})") from None
     s = res["suite"]
     print(f"suite {s.name} (version {s.version}): {len(res['check'])} instances, {res['runs']} runs "
           f"({res['reused']} reused), {res['wall_s']:.0f} s")

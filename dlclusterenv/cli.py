@@ -23,7 +23,8 @@ from .config import CONFIG_DIR, ConfigError
 
 
 EPILOG = """exit status: 0 done; 2 usage or configuration error (a bad argument, name, path or
-config file), reported before any run starts; 1 a run failed (its traceback is printed)."""
+config file), reported before any run starts; 1 a run failed (its traceback is printed); 130
+interrupted (Ctrl-C), with one line saying what --out holds."""
 
 
 class UsageError(ValueError):
@@ -76,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         return _main(argv)
+    except KeyboardInterrupt as e:  # Ctrl-C: one line, not a traceback; what was left is in the message
+        print(f"interrupted{f': {e}' if str(e) else ''}", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # `dlcluster list ... | head`: the reader left; end quietly as the Python docs advise
         # (point stdout at devnull so the interpreter's final flush does not raise again).
@@ -167,7 +171,8 @@ def _parser() -> argparse.ArgumentParser:
     bm.add_argument("--workers", type=int, default=1, help="processes (0: one per core)")
     bm.add_argument("--resume", action="store_true",
                     help="reuse the finished runs in --out whose key and fingerprint (scenario, trace file "
-                    "size+mtime, a learned policy's model file and config.yaml content) match: rows of runs.csv "
+                    "content, the policy's and the engine's source, a learned policy's model file and config.yaml "
+                    "content) match: rows of runs.csv "
                     "with their decision log, and runs a killed benchmark left in --out/.staging; run the rest")
     return ap
 

@@ -8,6 +8,7 @@ memory, cores for CPU.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -338,6 +339,28 @@ def load_cached(path: Path | str, parse: Callable[[Path], Any]) -> Any:
 
 
 _PARSED: dict[tuple[Path, tuple[int, int], Callable], Any] = {}
+
+
+def file_digest(path: Path | str) -> str:
+    """The SHA-256 (hex) of a file's content, read once per file version: cached by the resolved
+    path, mtime and size, as `load_cached`, so keying a resumed run on a multi-GB trace costs one
+    read per process and file version, while a file re-created with the same bytes (new mtime)
+    still gives the same digest. OSError if the file cannot be read."""
+    path = Path(path).resolve()
+    stamp = file_stamp(path)
+    key = (path, stamp)
+    if stamp is None or key not in _DIGESTS:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:  # raises the OSError naming the file when it is unreadable
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        if len(_DIGESTS) >= 256:
+            del _DIGESTS[next(iter(_DIGESTS))]  # oldest first
+        _DIGESTS[key] = h.hexdigest()
+    return _DIGESTS[key]
+
+
+_DIGESTS: dict[tuple[Path, tuple[int, int] | None], str] = {}
 
 
 def load_cluster(name_or_path: str | Path | ClusterConfig) -> ClusterConfig:

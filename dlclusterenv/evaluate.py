@@ -44,6 +44,7 @@ import json
 import math
 import multiprocessing
 import os
+import re
 import shutil
 import signal
 import sys
@@ -60,6 +61,7 @@ from typing import Any
 import numpy as np
 
 from . import make_sim, schedulers
+from .config import file_digest, file_stamp
 from .metrics import JobRecord, ci95
 from .plots import figures
 from .schedulers import PolicyError
@@ -312,35 +314,133 @@ def _plain(x: Any) -> Any:
 
 def run_key(sc: Scenario) -> str:
     """What a saved run must match to be resumed: the scenario as it resolves (every field) and,
-    for a trace replay, the trace file's size and modification time, so a file replaced or edited
-    between run and resume is noticed. Size + mtime, not a hash: reading a whole multi-GB trace
-    to resume would cost what the trace cache (`workload.load_trace_window`) avoids with the same
-    stamp; a file rewritten with equal bytes is refused too (rerun without --resume)."""
+    for a trace replay, the SHA-256 of the trace file's content, so a file edited or replaced
+    between run and resume is noticed, while the same bytes written again (a data folder
+    re-created between sessions: new mtime) still resume. The hash is read once per process and
+    file version (`config.file_digest`, cached by resolved path, size and mtime_ns), so a
+    multi-GB trace costs one read, not one per run."""
     key = sc.model_dump_json()
     t = sc.workload.trace
     if t is None:
         return key
     path = data_path(t.path).resolve()  # one file, one key, from whichever checkout it is read
-    st = path.stat()
-    return f"{key}\ntrace file {path}: {st.st_size} bytes, mtime_ns {st.st_mtime_ns}"
+    return f"{key}\ntrace file {path}: sha256 {file_digest(path)}"
+
+
+ENGINE = Path(__file__).resolve().parent  # the dlclusterenv package: the simulator, speed model, envs
 
 
 def policy_key(policy: str) -> str:
-    """What a run depends on beyond its scenario, seed and spec string: for a learned `KIND:PATH`,
-    the files it is loaded from (the model file and the `config.yaml` beside it that names its env,
-    `agents.learned.parse_spec`), each by the SHA-256 of its content; "" for a scheduler. A content
-    hash, not size + mtime as for trace files (`run_key`): a model file is small (~0.5 MB: 7 ms to hash
-    with its config on the loaded shared cores, where a trace can be gigabytes), a
-    retrained model can have the old one's size, and a model copied to another checkout (new mtime)
-    is still the same policy. Files are named as the spec names them, so two checkouts agree."""
-    if schedulers.kind(policy) != "learned":
-        return ""
-    model = Path(policy.partition(":")[2])
+    """What a run depends on beyond its scenario, seed and spec string: the source code that
+    decides it and, for a learned `KIND:PATH`, the files it is loaded from (the model file and the
+    `config.yaml` beside it that names its env, `agents.learned.parse_spec`), each by the SHA-256
+    of its content, read on every call (a model file is small: ~0.5 MB, 7 ms with its config on the
+    loaded shared cores; a retrained model can have the old one's size and even mtime, and a copy
+    in another checkout is still the same policy).
+
+    Code: the policy's own module (a baseline's file in baselines/, `baselines/fixed.py` for the
+    constants, your scheduler's file, `agents/learned.py` for a learned policy) with the modules
+    of its package it imports (`_package_imports`), and every .py file of the dlclusterenv
+    package (`ENGINE`: the engine and its envs). So an interrupted run resumes on the same code
+    and anything else reruns; a change anywhere in the engine reruns every policy (which of its
+    files a run reaches is not traced). Not covered: installed libraries (numpy, scipy, torch)
+    and data files the scenario names (model zoo, profiles). Files are named relative to their
+    package's folder, so two checkouts of the same code agree."""
     lines = []
-    for what, f in (("model file", model), ("model config", model.parent / "config.yaml")):
-        digest = hashlib.sha256(f.read_bytes()).hexdigest() if f.is_file() else "absent"
-        lines.append(f"\n{what} {f}: sha256 {digest}")
+    if schedulers.kind(policy) == "learned":
+        model = Path(policy.partition(":")[2])
+        for what, f in (("model file", model), ("model config", model.parent / "config.yaml")):
+            digest = hashlib.sha256(f.read_bytes()).hexdigest() if f.is_file() else "absent"
+            lines.append(f"\n{what} {f}: sha256 {digest}")
+    files = _package_imports(_policy_module(policy))
+    lines.append(f"\npolicy code {', '.join(name for name, _ in files)}: sha256 {_digest(files)}")
+    engine = [(p.relative_to(ENGINE.parent).as_posix(), p) for p in sorted(ENGINE.rglob("*.py"))]
+    lines.append(f"\nengine code {ENGINE.name}: sha256 {_digest(engine)}")
     return "".join(lines)
+
+
+def _policy_module(policy: str) -> Path:
+    """The file of the module that defines the policy's decisions."""
+    from baselines import fixed
+
+    if schedulers.kind(policy) == "learned":
+        import agents  # the package alone: agents.learned would import torch
+
+        return Path(agents.__file__).parent / "learned.py"
+    if policy.startswith(fixed.PREFIX):
+        return Path(fixed.__file__)
+    return Path(sys.modules[schedulers.scheduler_class(policy).__module__].__file__)
+
+
+def _package_imports(module: Path) -> list[tuple[str, Path]]:
+    """(name, file) of `module` and of every module of its top-level package it imports, directly
+    or through another, by its import statements (`from .fifo import FIFO`,
+    `from baselines.k8s_default import ...`); names are relative to the package's parent folder.
+    A file in no package is itself alone. Cached while none of the files found changes (stamp),
+    since a benchmark keys every run by it."""
+    module = module.resolve()
+    hit = _IMPORTS.get(module)
+    if hit is not None and all(file_stamp(f) == st for f, st in hit[0]):
+        return hit[1]
+    found = _scan_imports(module)
+    _IMPORTS[module] = (tuple((f, file_stamp(f)) for _, f in found), found)
+    return found
+
+
+_IMPORTS: dict[Path, tuple[tuple, list[tuple[str, Path]]]] = {}
+
+
+def _scan_imports(module: Path) -> list[tuple[str, Path]]:
+    """`_package_imports`, uncached."""
+    import ast
+
+    top = module.parent
+    while (top / "__init__.py").is_file() and (top.parent / "__init__.py").is_file():
+        top = top.parent
+    if not (top / "__init__.py").is_file():
+        return [(module.name, module)]
+
+    def find(parts: list[str]) -> list[Path]:
+        base = top.parent.joinpath(*parts)
+        return [f for f in (base.with_suffix(".py"), base / "__init__.py") if f.is_file()]
+
+    seen, todo = {module}, [module]
+    while todo:
+        f = todo.pop()
+        here = list(f.relative_to(top.parent).parent.parts)  # the package f is in
+        for node in ast.walk(ast.parse(f.read_bytes(), str(f))):
+            found: list[Path] = []
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.split(".")[0] == top.name:
+                        found += find(a.name.split("."))
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    pkg = here[: len(here) - node.level + 1]
+                elif node.module and node.module.split(".")[0] == top.name:
+                    pkg = []
+                else:
+                    continue
+                parts = pkg + (node.module.split(".") if node.module else [])
+                found += find(parts)
+                for a in node.names:  # `from . import fifo`: a module, not a name
+                    found += find([*parts, a.name])[:1]
+            for g in found:
+                if g.resolve().is_relative_to(top) and g.resolve() not in seen:
+                    seen.add(g.resolve())
+                    todo.append(g.resolve())
+    return sorted((g.relative_to(top.parent).as_posix(), g) for g in seen)
+
+
+def _digest(files: list[tuple[str, Path]]) -> str:
+    """One SHA-256 over (name, content hash) of each file."""
+    h = hashlib.sha256()
+    for name, f in files:
+        h.update(f"{name} {file_digest(f)}\n".encode())
+    return h.hexdigest()
+
+
+_OLD_TRACE_KEY = re.compile(r"trace file .*: \d+ bytes, mtime_ns \d+")
 
 
 def _changed(saved: str, now: str) -> str:
@@ -348,10 +448,13 @@ def _changed(saved: str, now: str) -> str:
     if saved.partition("\n")[0] != now.partition("\n")[0]:
         return "was run on another scenario"
     old = set(saved.split("\n"))
+    if any(_OLD_TRACE_KEY.fullmatch(line) for line in old):
+        return ("was saved by an older version, which keyed the trace file by its size and mtime, "
+                "not its content: stale")
     new = [line for line in now.split("\n")[1:] if line not in old]
     if not new:
         return "was run with other inputs"
-    what = " ".join(new[0].split(" ", 2)[:2])  # "trace file", "model file" or "model config"
+    what = " ".join(new[0].split(" ", 2)[:2])  # "trace file", "model file", "policy code", ...
     if not any(line.startswith(what + " ") for line in old):  # saved before runs were keyed by it
         return f"was saved with no record of its {what} (by an older version; now: {new[0]})"
     return f"was run on another version of the {what} (now: {new[0]})"
@@ -577,14 +680,38 @@ def move_all(stage: Path, out: Path) -> None:
     """Rename every file under `stage` to the same place under `out` (folders made as needed), with
     SIGTERM and SIGINT held back until the last rename, so a kill cannot leave files of two
     evaluations side by side. `dlcluster benchmark` commits its staged outputs with it too."""
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
-    try:
+    with signals_held():
         for src in sorted(p for p in stage.rglob("*") if p.is_file()):
             dst = out / src.relative_to(stage)
             dst.parent.mkdir(parents=True, exist_ok=True)
             os.replace(src, dst)
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGTERM and SIGINT are held back inside and delivered, to the handlers there were before,
+    when it ends: a Ctrl-C in the block raises KeyboardInterrupt only after its last statement.
+    In the main thread by swapping the Python handlers for ones that note the signal (a signal mask
+    would not do: the kernel may hand a process-directed signal to another thread, e.g. tqdm's
+    monitor, and Python still runs the handler in the main thread); elsewhere, where handlers
+    cannot be set, by the thread's signal mask. Nests."""
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    if threading.current_thread() is not threading.main_thread():
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, set(sigs))
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        return
+    caught: list[int] = []
+    before = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in sigs}
+    try:
+        yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        for s, handler in before.items():
+            signal.signal(s, handler)
+        for s in dict.fromkeys(caught):  # each once, in the order they came
+            signal.raise_signal(s)
 
 
 def plots(out: Path, policies: list[str], results: list[RunResult], scenario: str = "") -> None:

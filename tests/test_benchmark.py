@@ -439,9 +439,11 @@ def test_resume_does_not_reuse_runs_of_a_changed_entry(tmp_path, tiny_run, chang
     assert sorted(tasks[i].seed for i in range(len(tasks)) if i not in done) == [2] * (4 * 2)
 
 
-def test_resume_needs_the_decision_log_and_reads_old_runs_csv_through_it(tmp_path, tiny_run):
-    """A scheduler row whose log is gone is rerun; a runs.csv without the fingerprint column (written
-    before it existed) is matched through the log header's scenario."""
+def test_resume_needs_the_decision_log_and_reruns_old_runs_csv_rows_as_stale(tmp_path, tiny_run):
+    """A scheduler row whose log is gone is rerun. Rows saved by an older version are read, named
+    stale and rerun, not reused nor a crash: a runs.csv without the fingerprint column (its log
+    records neither the trace file's content nor the code), and rows whose fingerprint held the
+    trace file's size and mtime (any fingerprint other than today's)."""
     import shutil
 
     fresh, _ = tiny_run
@@ -458,13 +460,44 @@ def test_resume_needs_the_decision_log_and_reads_old_runs_csv_through_it(tmp_pat
         w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
-    done = reusable(tasks, out)
-    assert sorted(done) == list(range(1, len(tasks)))
-    assert {k: "" if v is None else str(v) for k, v in done[1].items() if k != "fingerprint"} == rows[1]
-    assert done[1]["fingerprint"] == fingerprint(tasks[1].scenario, tasks[1].policy)
-    other = tasks[1].scenario.model_copy(update={"name": "other"})
-    moved = [t if i != 1 else type(t)(**{**t.__dict__, "scenario": other}) for i, t in enumerate(tasks)]
-    assert 1 not in reusable(moved, out)  # the log's scenario is not the planned one
+    said = []
+    assert reusable(tasks, out, said.append) == {}
+    assert said == [f"--resume: {len(tasks) - 1} rows of {out / 'runs.csv'} are stale ({len(tasks) - 1} from a "
+                    "runs.csv without fingerprints, 0 with another: another scenario, trace file content, model "
+                    "file or policy / engine code than now, or keyed by an older version, e.g. the trace file "
+                    "by size and mtime); they are rerun"]
+    old = _csv(fresh / "runs.csv")
+    for r in old:
+        r["fingerprint"] = "0123456789abcdef"  # as keyed by another version
+    with open(out / "runs.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(old[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(old)
+    said.clear()
+    assert reusable(tasks, out, said.append) == {} and "(their fingerprint differs:" in said[0]
+    res = run_suite("tiny", out, progress=False, say=said.append, resume=True)
+    assert res["reused"] == 0 and said[-1].startswith(f"--resume: 0 of {len(tasks)} runs reused")
+    assert _csv(out / "runs.csv", drop=("wall_s",)) == _csv(fresh / "runs.csv", drop=("wall_s",))
+
+
+def test_runs_csv_cells_are_read_by_column(tmp_path, tiny_run):
+    """Only numeric columns are cast: a policy or instance named like a number ("1e3", "007") and a
+    fingerprint of digits stay text, so they still match the plan's keys; a bad number names its
+    line and column."""
+    from dlclusterenv.benchmark import read_runs
+    from dlclusterenv.evaluate import write_csv
+
+    fresh, _ = tiny_run
+    rows = read_runs(fresh / "runs.csv")
+    assert rows[0]["seed"] == 0 and rows[0]["window"] is None and isinstance(rows[0]["avg_jct_s"], float)
+    assert isinstance(rows[0]["jobs_unfinished"], int)
+    odd = [{**rows[0], "policy": "1e3", "instance": "007", "fingerprint": "1234567890123456"},
+           {**rows[1], "policy": "007", "split": "1e3"}]
+    write_csv(tmp_path / "runs.csv", odd)
+    assert read_runs(tmp_path / "runs.csv") == odd
+    write_csv(tmp_path / "bad.csv", [{**rows[0], "seed": "x"}])
+    with pytest.raises(ValueError, match=r"bad.csv: line 2: column seed: 'x' is not a number"):
+        read_runs(tmp_path / "bad.csv")
 
 
 def test_resume_reruns_a_learned_policy_whose_model_file_changed(tmp_path, fifo_as_learned):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import sys
 import types
 
@@ -200,8 +201,9 @@ def test_resume_refuses_runs_saved_for_another_scenario(tmp_path):
 
 
 def test_resume_refuses_runs_saved_before_the_trace_file_changed(tmp_path):
-    """The saved-run check covers the trace a scenario replays: a file edited (size) or replaced
-    (mtime) between run and resume is refused, naming it; an untouched one resumes."""
+    """The saved-run check covers the content of the trace a scenario replays: a file edited
+    between run and resume is refused, naming it; an untouched one resumes, and so does one
+    written again with the same bytes (a data folder re-created: new mtime)."""
     import os
     import shutil
     from pathlib import Path
@@ -214,14 +216,29 @@ def test_resume_refuses_runs_saved_before_the_trace_file_changed(tmp_path):
     out = tmp_path / "out"
     evaluate(sc, ["fifo"], 1, out, workers=1, progress=False)
     evaluate(sc, ["fifo"], 1, out, workers=1, progress=False, resume=True)  # unchanged: resumes
+    st, data = trace.stat(), trace.read_bytes()
+    trace.unlink()
+    trace.write_bytes(data)  # re-created with the same bytes: another mtime (and inode)
+    os.utime(trace, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    saved = (out / "per_run" / "fifo.seed0.json").read_text()
+    evaluate(sc, ["fifo"], 1, out, workers=1, progress=False, resume=True)  # resumes, not rerun
+    assert (out / "per_run" / "fifo.seed0.json").read_text() == saved
     st = trace.stat()
-    os.utime(trace, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # same bytes, another version
+    trace.write_bytes(data[:-1] + b" ")  # its last newline a space: same size, other bytes
+    os.utime(trace, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     with pytest.raises(EvaluateError, match=r"fifo.seed0.json was run on another version of the "
-                       r"trace file \(now: trace file .*trace.json: \d+ bytes"):
+                       r"trace file \(now: trace file .*trace.json: sha256 [0-9a-f]{64}\)"):
         evaluate(sc, ["fifo"], 1, out, workers=1, progress=False, resume=True)
     evaluate(sc, ["fifo"], 1, out, workers=1, progress=False)  # without --resume: run again
     trace.write_text(trace.read_text() + " ")  # one byte more
     with pytest.raises(EvaluateError, match="another version of the trace file"):
+        evaluate(sc, ["fifo"], 1, out, workers=1, progress=False, resume=True)
+    data = json.loads(saved)  # as saved by an older version, which keyed the trace by size and mtime
+    data["scenario"] = re.sub(r"\ntrace file (.*): sha256 \w+", r"\ntrace file \1: 1234 bytes, mtime_ns 5678",
+                              data["scenario"])
+    (out / "per_run" / "fifo.seed0.json").write_text(json.dumps(data))
+    with pytest.raises(EvaluateError, match="fifo.seed0.json was saved by an older version, which keyed the "
+                       "trace file by its size and mtime, not its content: stale; remove it"):
         evaluate(sc, ["fifo"], 1, out, workers=1, progress=False, resume=True)
 
 

@@ -111,7 +111,12 @@ def test_runs_are_cached_by_task_and_model_file(tmp_path, monkeypatch):
 
 def test_a_compared_module_scheduler_runs_as_a_scheduler(tmp_path, monkeypatch):
     """--compare may name a scheduler `module:Class`: it has a colon like a learned KIND:PATH, but
-    runs (and is cached) as a scheduler, with its log named as `dlcluster benchmark` names it."""
+    runs (and is cached) as a scheduler, with its log named as `dlcluster benchmark` names it. The
+    module must exist: a run's key holds its source (`evaluate.policy_key`)."""
+    (tmp_path / "my_pkg").mkdir()
+    (tmp_path / "my_pkg" / "__init__.py").write_text("")
+    (tmp_path / "my_pkg" / "sched.py").write_text("from baselines.fifo import FIFO\n\n\nclass Mine(FIFO):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
     _, (suite, [inst]) = chosen("--instances", "default@1x")
     k, sc, seed = inst.runs("test")[0]
     _fake_runs(monkeypatch)
