@@ -678,3 +678,101 @@ def test_cli_resume_flag(tmp_path, capsys):
     out = capsys.readouterr().out
     n = int(out.split(" runs (")[0].rsplit(" ", 1)[1])
     assert f"({n} reused)" in out
+
+
+def test_resume_reruns_the_runs_of_a_scheduler_whose_code_changed(tmp_path):
+    """A heuristic's rows are keyed by its source: edit your scheduler's file between two
+    benchmarks and `--resume` reruns its runs only (the baselines' are reused)."""
+    import os
+
+    mine = tmp_path / "mine.py"
+    mine.write_text("from baselines.fifo import FIFO\n\n\nclass Mine(FIFO):\n    name = 'mine'\n")
+    spec = f"{mine}:Mine"
+    path = _suite_file(tmp_path, **{"heuristics": ["fifo"], "scenarios.0.loads": [2]})
+    out = tmp_path / "out"
+    first = run_suite(path, out, extra=[spec], progress=False, say=_quiet)
+    assert run_suite(path, out, extra=[spec], progress=False, say=_quiet, resume=True)["reused"] == first["runs"]
+    st = mine.stat()
+    mine.write_text(mine.read_text() + "# edited\n")
+    os.utime(mine, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    said = []
+    res = run_suite(path, out, extra=[spec], progress=False, say=said.append, resume=True)
+    suite, spath = load_suite(path)
+    own = [t for t in plan(suite, instances(suite, spath, _quiet), out, [spec]) if t.policy == spec]
+    assert own and res["reused"] == res["runs"] - len(own)
+    assert said[0].startswith(f"--resume: {len(own)} rows of {out / 'runs.csv'} are stale (their fingerprint differs")
+
+
+@pytest.mark.parametrize("where", ["at the commit point", "during the renames"])
+def test_ctrl_c_in_the_commit_finishes_it_and_exits_130_with_one_line(tmp_path, monkeypatch, capsys, where):
+    """Ctrl-C (SIGINT to the process, as a terminal sends it) just after the stage became `.commit/`,
+    or while its files are renamed into place: the commit finishes, `dlcluster benchmark` exits 130
+    with one line saying `out` holds the outputs, no traceback, and `--resume` reuses every run."""
+    import os
+    import pathlib
+    import signal
+
+    path = _suite_file(tmp_path, **{"heuristics": ["fifo"], "scenarios.0.loads": [2]})
+    out = tmp_path / "out"
+    sent = []
+
+    def interrupt():
+        if not sent:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    if where == "at the commit point":
+        real_rename = pathlib.Path.rename
+
+        def rename(self, target):
+            moved = real_rename(self, target)
+            if self.name == ".staging":
+                interrupt()
+            return moved
+
+        monkeypatch.setattr(pathlib.Path, "rename", rename)
+    else:
+        real_replace = os.replace
+
+        def replace(src, dst):
+            real_replace(src, dst)
+            if "/.commit/" in str(src):
+                interrupt()
+
+        monkeypatch.setattr(os, "replace", replace)
+    capsys.readouterr()
+    assert main(["benchmark", str(path), "--out", str(out), "--check"]) == 130
+    monkeypatch.undo()
+    err = capsys.readouterr().err
+    assert sent and "Traceback" not in err
+    assert [line for line in err.splitlines() if "interrupted" in line] == [
+        f"interrupted: {out} holds this benchmark's outputs, committed before the interrupt took effect "
+        "(results not printed)"]
+    assert not (out / ".commit").exists() and not (out / ".staging").exists()
+    _consistent(out)
+    assert main(["benchmark", str(path), "--out", str(out), "--check", "--resume"]) == 0
+    printed = capsys.readouterr().out
+    n = int(printed.split(" runs (")[0].rsplit(" ", 1)[1])
+    assert f"({n} reused)" in printed
+
+
+def test_ctrl_c_during_the_runs_exits_130_naming_what_resume_reuses(tmp_path, monkeypatch, capsys):
+    """Ctrl-C while the runs go: exit 130, one line: `out` is as it was, the finished runs staged."""
+    import dlclusterenv.benchmark as bm
+
+    path = _suite_file(tmp_path, **{"heuristics": ["fifo"], "scenarios.0.loads": [2]})
+    out = tmp_path / "out"
+    real, ran = bm.run_task, []
+
+    def stopping(task):
+        if len(ran) == 2:
+            raise KeyboardInterrupt
+        ran.append(task)
+        return real(task)
+
+    monkeypatch.setattr(bm, "run_task", stopping)
+    assert main(["benchmark", str(path), "--out", str(out), "--check"]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.splitlines()[-1] == (
+        f"interrupted: {out} is as it was; `--resume` reuses the runs finished before it (kept in {out / '.staging'})")
+    assert len(list((out / ".staging" / "rows").glob("*.json"))) == 2

@@ -416,3 +416,62 @@ def test_a_policy_with_unfinished_jobs_gets_no_best_mark():
     print_leaderboard(board, console=Console(file=tty, force_terminal=True, width=200))
     lines = {n: next(ln for ln in tty.getvalue().splitlines() if n in ln) for n in ("fifo", "quitter")}
     assert "\x1b[1m" in lines["fifo"] and "\x1b[1m" not in lines["quitter"]
+
+
+def test_resume_refuses_runs_of_changed_policy_or_engine_code(tmp_path, monkeypatch):
+    """A saved run is keyed by the source that decides it: the scheduler's module with the modules
+    of its package it imports, and every file of the dlclusterenv package. A run resumes on the
+    same code; another version of either is refused, naming it; another scheduler's code leaves a
+    baseline's run alone."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    import dlclusterenv.evaluate as ev
+
+    pkg = tmp_path / "mypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "rule.py").write_text("LIMIT = 1\n")
+    (pkg / "sched.py").write_text("from baselines.fifo import FIFO\n\nfrom .rule import LIMIT\n\n\n"
+                                  "class Mine(FIFO):\n    name = 'mine'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec, out = "mypkg.sched:Mine", tmp_path / "out"
+    evaluate("tiny", ["fifo", spec], 1, out, workers=1, progress=False)
+    evaluate("tiny", ["fifo", spec], 1, out, workers=1, progress=False, resume=True)  # same code: resumes
+    st = (pkg / "rule.py").stat()
+    (pkg / "rule.py").write_text("LIMIT = 2\n")  # a module it imports, not the scheduler's own file
+    os.utime(pkg / "rule.py", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    with pytest.raises(EvaluateError, match=r"mypkg.sched%3AMine.seed0.json was run on another version of the "
+                       r"policy code \(now: policy code mypkg/rule.py, mypkg/sched.py: sha256 [0-9a-f]{64}\)"):
+        evaluate("tiny", ["fifo", spec], 1, out, workers=1, progress=False, resume=True)
+    evaluate("tiny", ["fifo"], 1, out, workers=1, progress=False, resume=True)  # fifo's run is kept
+    engine = tmp_path / "engine" / "dlclusterenv"
+    shutil.copytree(Path(ev.__file__).parent, engine, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(ev, "ENGINE", engine)
+    evaluate("tiny", ["fifo"], 1, out, workers=1, progress=False, resume=True)  # a copy: the same code
+    with open(engine / "sim.py", "a") as f:
+        f.write("# edited\n")
+    with pytest.raises(EvaluateError, match=r"fifo.seed0.json was run on another version of the engine code "
+                       r"\(now: engine code dlclusterenv: sha256 [0-9a-f]{64}\)"):
+        evaluate("tiny", ["fifo"], 1, out, workers=1, progress=False, resume=True)
+    saved = out / "per_run" / "fifo.seed0.json"  # as saved before runs were keyed by their code
+    data = json.loads(saved.read_text())
+    data["scenario"] = data["scenario"].partition("\npolicy code")[0]
+    saved.write_text(json.dumps(data))
+    with pytest.raises(EvaluateError, match=r"was saved with no record of its policy code \(by an older version"):
+        evaluate("tiny", ["fifo"], 1, out, workers=1, progress=False, resume=True)
+
+
+def test_policy_code_follows_a_baselines_imports():
+    """A baseline's key holds its own file and the baselines it builds on (fair on fifo, dltap on
+    k8s_default), not the whole of baselines/; a constant's is baselines/fixed.py."""
+    from dlclusterenv.evaluate import _package_imports, _policy_module
+
+    def names(p):
+        return [n for n, _ in _package_imports(_policy_module(p))]
+
+    assert names("fair") == ["baselines/fair.py", "baselines/fifo.py"]
+    assert names("dltap") == ["baselines/dltap.py", "baselines/k8s_default.py"]
+    assert names("optimus") == ["baselines/optimus.py"]
+    assert names("fixed-8x8-consolidate") == ["baselines/fixed.py"]

@@ -73,3 +73,26 @@ def test_cli_prints_the_report_and_writes_the_csvs(parts, tmp_path, capsys):
     assert "validity (test split)" in out and "normalised score" in out
     assert (tmp_path / "check.csv").read_text() == (root / "whole" / "check.csv").read_text()
     assert (tmp_path / "leaderboard.csv").read_text() == (root / "whole" / "leaderboard.csv").read_text()
+
+
+def test_policies_keeps_and_scores_the_named_policies_rows(tmp_path, capsys):
+    """`--policies` plans the policies a benchmark ran with `--policies` (here your own scheduler
+    file): without it their rows are ignored (counted), with it they are kept and scored exactly
+    as the benchmark scored them; names are validated as `dlcluster benchmark` does."""
+    mine = tmp_path / "mine.py"
+    mine.write_text("from baselines.fifo import FIFO\n\n\nclass Mine(FIFO):\n    name = 'mine'\n")
+    spec = f"{mine}:Mine"
+    out = tmp_path / "out"
+    whole = run_suite("tiny", out, extra=[spec], progress=False, say=lambda m: None)
+    n = sum(1 for line in (out / "runs.csv").read_text().splitlines() if line.startswith(f"tiny@") and spec in line)
+    said = []
+    _, res = suite_merge.merge("tiny", [out], say=said.append)
+    assert n > 0 and spec not in {b["policy"] for b in res["board"]} and said[-1].endswith(f", {n} not in suite tiny")
+    _, res = suite_merge.merge("tiny", [out], say=said.append, extra=[spec])
+    assert res["board"] == whole["board"] and res["geomean"] == whole["geomean"] and "0 stale" in said[-1]
+    suite_merge.main(["tiny", str(out), "--policies", spec])
+    assert spec in capsys.readouterr().out
+    with pytest.raises(SystemExit, match=r"--policies: 'fifo' is a baseline"):
+        suite_merge.main(["tiny", str(out), "--policies", f"{spec},fifo"])
+    with pytest.raises(SystemExit, match=r"--policies: .*nope.py"):
+        suite_merge.main(["tiny", str(out), "--policies", f"{tmp_path / 'nope.py'}:X"])
