@@ -30,24 +30,29 @@ Scheduler API, so their runs have no decision log.
 
 `--resume` reuses the rows of `runs.csv` already in `--out` whose key matches a planned run: (instance,
 split, window, policy, seed) and the `fingerprint` column, a hash of `evaluate.run_key` of the run's
-scenario (every field as it resolves, and a trace file's size and mtime) and, for a learned policy,
-`evaluate.policy_key` (the content hash of its model file and config). A run is a pure function of
-its policy, scenario and seed, so the fingerprint covers every suite-entry field that changes a run
-(load, window, ps_fraction, efficiency, the scenario file); an entry change that changes no run (a
-heuristic added, a train seed) keeps the other runs. A scheduler run is reused only with its decision
-log present, so `--validate` still covers every run. A runs.csv written before the fingerprint column
-existed: a scheduler row is reused if its decision log's header scenario is the planned one and the
-log was written after the trace file's last modification (the log records no trace stamp); a learned
-row without a fingerprint is rerun. Reused rows keep their `wall_s`.
+scenario (every field as it resolves, and the SHA-256 of a trace file's content, so a trace
+re-created with the same bytes keeps its runs) and `evaluate.policy_key` (the source that decides
+the run: the policy's module with the modules of its package it imports, and the dlclusterenv
+package; for a learned policy also the content hash of its model file and config). A run is a pure
+function of its code, policy, scenario and seed, so the fingerprint covers every suite-entry field
+that changes a run (load, window, ps_fraction, efficiency, the scenario file); an entry change that
+changes no run (a heuristic added, a train seed) keeps the other runs, and a code change reruns
+what it may change (an interrupted run resumes on the same code). A scheduler run is reused only
+with its decision log present, so `--validate` still covers every run. Rows of an older version
+(no fingerprint column, or a fingerprint of the older key: the trace by size and mtime, no code)
+are read, reported as stale and rerun. `runs.csv` is read by column (`read_runs`): only numeric
+columns are cast, so a policy named "1e3" stays a name. Reused rows keep their `wall_s`.
 
 Output: one benchmark holds `--out` while it runs (`evaluate.claim`: a second one into it fails at
 once). A run's decision log and its row go to the hidden stage `out/.staging/` (each file written
 atomically, the row after the log), never beside the CSVs they would contradict; when every run is
 done the CSVs and `suite.json` are written there too, the stage is renamed to `out/.commit/` (the
-commit point) and its files are renamed into place with SIGTERM and SIGINT held back
-(`evaluate.move_all`). So `out` holds one benchmark's CSVs with the logs they were computed from: a
-run killed before the commit leaves it as it was; one SIGKILLed during the renames (a few ms)
-leaves `.commit/`, which the next benchmark into `out` moves in first. `--resume` also reuses the
+commit point) and its files are renamed into place, with SIGTERM and SIGINT held back from the
+rename to the end (`_commit`, `evaluate.signals_held`). So `out` holds one benchmark's CSVs with the
+logs they were computed from: a run killed before the commit leaves it as it was; a Ctrl-C during
+the commit lets it finish (`dlcluster benchmark` then exits 130 with one line saying so, as for a
+Ctrl-C before it); one SIGKILLed during the renames (a few ms) leaves `.commit/`, which the next
+benchmark into `out` moves in first. `--resume` also reuses the
 runs a killed benchmark finished in the stage (row and log there, fingerprint matching); every
 other staged file is removed, and without `--resume` the stage is cleared.
 """
@@ -364,8 +369,9 @@ def run_task(task: Task) -> dict:
 
 def fingerprint(sc: Scenario, policy: str) -> str:
     """A short hash of `evaluate.run_key(sc)` + `evaluate.policy_key(policy)`: what a saved run
-    must match to be resumed. policy_key is empty for a scheduler, so scheduler rows keep the
-    fingerprints they had before learned policies were keyed by their files."""
+    must match to be resumed (scenario, trace file content, the policy's and the engine's source,
+    a learned policy's files). Rows fingerprinted by an older key (the trace file by size and
+    mtime, no code) no longer match: they are stale and rerun."""
     return hashlib.sha256((run_key(sc) + policy_key(policy)).encode()).hexdigest()[:16]
 
 

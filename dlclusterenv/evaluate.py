@@ -20,10 +20,11 @@ as it completes, atomically (a temporary file renamed into place), to `out/per_r
 interrupted sweep keeps what it finished; `resume=True` (`dlcluster evaluate --resume`) reruns
 only the runs missing there, and the CSVs, assembled in policy x seed order from exact (JSON,
 shortest-repr floats) copies of each run, are byte-identical to an uninterrupted sweep's. A saved
-run records its scenario (and a trace replay its trace file's size and mtime, `run_key`; a
-learned policy the content hash of its model and config files, `policy_key`), so resuming with
-another scenario, a changed trace file or a swapped model is refused; without `--resume`,
-saved runs are cleared first. The CSVs and plots are written into a hidden `.partial-*` folder in
+run records its scenario (and a trace replay the SHA-256 of its trace file's content, `run_key`),
+the source that decides it (the policy's module and the dlclusterenv package) and, for a learned
+policy, the content hash of its model and config files (`policy_key`), so resuming with another
+scenario, a changed trace file, changed code or a swapped model is refused, naming what changed;
+without `--resume`, saved runs are cleared first. The CSVs and plots are written into a hidden `.partial-*` folder in
 `out` and renamed into place together, with SIGTERM and SIGINT held back for the renames, so `out`
 holds every file of one evaluation or the previous contents, never a mix. A failed or killed run
 removes its partial folder (a SIGKILLed one leaves it hidden, for the next run into `out` to
