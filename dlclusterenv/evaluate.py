@@ -417,7 +417,7 @@ def _scan_imports(module: Path) -> list[tuple[str, Path]]:
                         found += find(a.name.split("."))
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
-                    pkg = here[: len(here) - node.level + 1]
+                    pkg = here[: max(0, len(here) - node.level + 1)]
                 elif node.module and node.module.split(".")[0] == top.name:
                     pkg = []
                 else:
