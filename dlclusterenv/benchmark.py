@@ -704,11 +704,11 @@ def cli(suite: str, out: str | None, check: bool, validate_path: str | None, wor
     try:
         res = run_suite(suite, out, workers=workers, extra=extra, say=lambda m: print(m, file=sys.stderr),
                         resume=resume)
-    except Interrupted:
-        raise
-    except KeyboardInterrupt:
-        raise Interrupted(f"{out} is as it was; `--resume` reuses the runs finished before it "
-                          f"(kept in {out / STAGE})") from None
+    except KeyboardInterrupt as e:  # Ctrl-C: one line saying what `out` holds, not a traceback
+        why = str(e) if isinstance(e, Interrupted) else (
+            f"{out} is as it was; `--resume` reuses the runs finished before it (kept in {out / STAGE})")
+        print(f"interrupted: {why}", file=sys.stderr)
+        return 130
     s = res["suite"]
     print(f"suite {s.name} (version {s.version}): {len(res['check'])} instances, {res['runs']} runs "
           f"({res['reused']} reused), {res['wall_s']:.0f} s")

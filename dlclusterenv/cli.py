@@ -24,7 +24,7 @@ from .config import CONFIG_DIR, ConfigError
 
 EPILOG = """exit status: 0 done; 2 usage or configuration error (a bad argument, name, path or
 config file), reported before any run starts; 1 a run failed (its traceback is printed); 130
-interrupted (Ctrl-C), with one line saying what --out holds."""
+`benchmark` interrupted (Ctrl-C), with one line saying what --out holds."""
 
 
 class UsageError(ValueError):
@@ -77,9 +77,6 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         return _main(argv)
-    except KeyboardInterrupt as e:  # Ctrl-C: one line, not a traceback; what was left is in the message
-        print(f"interrupted{f': {e}' if str(e) else ''}", file=sys.stderr)
-        return 130
     except BrokenPipeError:
         # `dlcluster list ... | head`: the reader left; end quietly as the Python docs advise
         # (point stdout at devnull so the interpreter's final flush does not raise again).

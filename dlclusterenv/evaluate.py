@@ -24,11 +24,11 @@ run records its scenario (and a trace replay the SHA-256 of its trace file's con
 the source that decides it (the policy's module and the dlclusterenv package) and, for a learned
 policy, the content hash of its model and config files (`policy_key`), so resuming with another
 scenario, a changed trace file, changed code or a swapped model is refused, naming what changed;
-without `--resume`, saved runs are cleared first. The CSVs and plots are written into a hidden `.partial-*` folder in
-`out` and renamed into place together, with SIGTERM and SIGINT held back for the renames, so `out`
-holds every file of one evaluation or the previous contents, never a mix. A failed or killed run
-removes its partial folder (a SIGKILLed one leaves it hidden, for the next run into `out` to
-remove) and the `out` directory if it created it and it is empty.
+without `--resume`, saved runs are cleared first. The CSVs and plots are written into a hidden
+`.partial-*` folder in `out` and renamed into place together, with SIGTERM and SIGINT held back
+for the renames, so `out` holds every file of one evaluation or the previous contents, never a
+mix. A failed or killed run removes its partial folder (a SIGKILLed one leaves it hidden, for the
+next run into `out` to remove) and the `out` directory if it created it and it is empty.
 
 Workers: the local backend's pool workers are terminated when the sweep stops early (a failed
 run, Ctrl-C, or SIGTERM, which `dlcluster` turns into an exit that unwinds), and each worker exits
