@@ -76,15 +76,18 @@ class _Epoch:
         self.rows = np.array([j.row for j in jobs], np.int64)
         self.speed = rates.speed_arr
         self.observed = np.flatnonzero(self.speed > 0)
-        eff = [j.eff is not None for j in jobs]
+        eff = [j.eff is not None for j in jobs] if sim._eff_on else ()
         self.ends = self.observed[~np.array(eff, bool)[self.observed]] if any(eff) else self.observed
-        self.eff = [(jobs[k], float(self.speed[k])) for k in self.observed if eff[k]]
+        self.eff = [(jobs[k], float(self.speed[k])) for k in self.observed if eff[k]] if any(eff) else []
         self.running = running  # paused ones too
-        self.rows_running = np.array([j.row for j in running], np.int64)
+        # `jobs` are the awake ones of `running`, in its order: the same list when none sleeps
+        all_awake = len(running) == len(jobs)
+        self.rows_running = self.rows if all_awake else np.array([j.row for j in running], np.int64)
         awake = sim.now + EPS
-        self.paused = [j for j in running if j.paused_until > awake]
+        self.paused = [] if all_awake else [j for j in running if j.paused_until > awake]
         hold = sim._holding
-        self.holding = np.array([j.row for j in hold], np.int64)
+        # `running` are the running ones of `hold`, in its order: the same when all run
+        self.holding = self.rows_running if len(hold) == len(running) else np.array([j.row for j in hold], np.int64)
         share = sim._dominant_share
         self.shares = np.array([share(j) if j.share is None else j.share for j in hold])
         self.shares_sum = self.shares.sum()
