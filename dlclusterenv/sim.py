@@ -148,6 +148,7 @@ class Simulator:
         # partly placed; what the engine walks per event, so that queued jobs cost nothing there
         self._holding: list[Job] = []
         self._pending: list[Job] = []  # active jobs waiting (not fully placed), in arrival order
+        self._running: list[Job] | None = None  # running_jobs(), dropped when a status or _holding changes
         self.version = 0  # bumped by every change a ClusterView could show
         self._rates: Rates | None = None
         self._epoch: _Epoch | None = None  # what the engine needs per event, made with the rates
@@ -174,8 +175,11 @@ class Simulator:
         return self._pending
 
     def running_jobs(self) -> list[Job]:
-        """Running jobs in arrival order, found among the jobs holding nodes (not the queue)."""
-        return [j for j in self._holding if j.status == RUNNING]
+        """Running jobs in arrival order, found among the jobs holding nodes (not the queue); kept
+        until a status or the holding jobs change (a list the caller must not modify)."""
+        if self._running is None:
+            self._running = [j for j in self._holding if j.status == RUNNING]
+        return self._running
 
     def _arrive_due(self) -> bool:
         arrived = False
@@ -215,7 +219,8 @@ class Simulator:
         if job.view is not None and job.status == PENDING:
             return job.view
         m = job.model
-        cores = self.rates().task_cores
+        # only a running job's tasks use cores (reading a queued job's view computes no rates)
+        cores = self.rates().task_cores if job.status == RUNNING else {}
         tasks = tuple(
             TaskView(
                 t.task_id,
@@ -563,6 +568,7 @@ class Simulator:
         job.n_placed += 1
         if job.n_placed == 1:
             bisect.insort(self._holding, job, key=_arrival_order)
+            self._running = None
         job.touch()
         self.version += 1
         self.used_cpu[node] += dem.cpu
@@ -578,6 +584,7 @@ class Simulator:
         job.n_placed -= 1
         if job.n_placed == 0:
             self._holding.remove(job)
+            self._running = None
         job.touch()
         dem = job.model.ps if t.role == "ps" else job.model.worker
         self.used_cpu[t.node] -= dem.cpu
@@ -599,10 +606,12 @@ class Simulator:
                     job.first_start_s = self.now
                 self._pending.remove(job)
                 job.status = RUNNING
+                self._running = None
                 job.ran_before = True
                 self._count_locality(job, job.worker_tasks())
         elif job.status != PENDING:
             job.status = PENDING
+            self._running = None
             bisect.insort(self._pending, job, key=_arrival_order)
 
     def _count_locality(self, job: Job, workers: list[Task]) -> None:
@@ -621,7 +630,7 @@ class Simulator:
     def rates(self) -> Rates:
         if self._rates is None:
             awake = self.now + EPS
-            running = [j for j in self._holding if j.status == RUNNING]
+            running = self.running_jobs()
             awake_jobs = [j for j in running if j.paused_until <= awake]
             self._rates = compute_rates(
                 self.cluster, awake_jobs, self.gpu_mode, self.overheads, self.packing, self._plan_stack
@@ -824,6 +833,7 @@ class Simulator:
             self._pending.remove(job)
         job.status = DONE
         job.finish_s = self.now
+        self._running = None
         self._active.remove(job)
         self._rates = None
         self.version += 1
