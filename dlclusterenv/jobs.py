@@ -107,31 +107,47 @@ class Task:
 
 class Ledger:
     """Running totals of a simulator's jobs, one row per job (its arrival index), as float64
-    arrays, so that the engine advances every running job in a few array operations
-    (sim._integrate: elementwise, in the scalar code's order of operations, hence the same bits).
-    A Job reads and writes its row through properties."""
+    columns of one (rows x columns) array, so that the engine advances every running job in a few
+    array operations (sim._integrate: one gather and one scatter of the running rows, elementwise
+    in the scalar code's order of operations, hence the same bits). Each column is also an
+    attribute (a view). A Job reads and writes its row through properties."""
 
     COLUMNS = ("steps", "run_s", "gpu_s", "xnode", "xrack", "dom", "last_speed", "obs_mean", "obs_time",
-               "total")
+               "total", "bias", "mark")
+    # bias: the current (p, w)'s speed bias, nan: not drawn yet; mark: work when unqueued finished
+    # epochs began (Job._queue_epochs), nan: none
+    _NAN = ("bias", "mark")
 
     def __init__(self, n: int):
-        for name in self.COLUMNS:
-            setattr(self, name, np.zeros(n))
+        self.data = self._block(n)
+        self._views()
         self.held = np.zeros(n, bool)  # the job held a node at some integration (dom_share_time)
-        self.bias = np.full(n, math.nan)  # the current (p, w)'s speed bias; nan: not drawn yet
-        self.mark = np.full(n, math.nan)  # work when unqueued finished epochs began (Job._queue_epochs)
         self.reload: list[Job] = []  # jobs whose measurements a reader holds (Job._obs_out)
+
+    def _block(self, n: int) -> np.ndarray:
+        data = np.zeros((n, len(self.COLUMNS)))
+        for name in self._NAN:
+            data[:, self.COLUMNS.index(name)] = math.nan
+        return data
+
+    def _views(self) -> None:
+        for k, name in enumerate(self.COLUMNS):
+            setattr(self, name, self.data[:, k])
 
     def grow(self, n: int) -> None:
         """Room for at least n rows."""
-        size = len(self.steps)
+        size = len(self.data)
         if n > size:
-            extra = max(n, 2 * size) - size
-            for name in self.COLUMNS:
-                setattr(self, name, np.concatenate([getattr(self, name), np.zeros(extra)]))
-            self.held = np.concatenate([self.held, np.zeros(extra, bool)])
-            self.bias = np.concatenate([self.bias, np.full(extra, math.nan)])
-            self.mark = np.concatenate([self.mark, np.full(extra, math.nan)])
+            data = self._block(max(n, 2 * size))
+            data[:size] = self.data
+            self.data = data
+            self._views()
+            self.held = np.concatenate([self.held, np.zeros(len(data) - size, bool)])
+
+
+# column indices of Ledger.data
+(L_STEPS, L_RUN, L_GPU, L_XNODE, L_XRACK, L_DOM, L_LAST, L_OBS_MEAN, L_OBS_TIME, L_TOTAL, L_BIAS,
+ L_MARK) = range(len(Ledger.COLUMNS))
 
 
 def _column(name: str, doc: str) -> property:

@@ -21,7 +21,8 @@ import numpy as np
 from .api import ClusterView, Decision, DecisionError, JobView, Scheduler, TaskView
 from .cluster import Cluster
 from .config import CONFIG_DIR, ModelZoo
-from .jobs import DONE, PENDING, RUNNING, Job, JobSpec, Ledger, Task, job_epochs, stop_delta
+from .jobs import (DONE, L_BIAS, L_DOM, L_GPU, L_LAST, L_MARK, L_OBS_MEAN, L_OBS_TIME, L_RUN, L_STEPS, L_TOTAL,
+                   L_XNODE, L_XRACK, PENDING, RUNNING, Job, JobSpec, Ledger, Task, job_epochs, stop_delta)
 from .metrics import Metrics, summarize
 from .comm import link_capacity, pattern
 from .efficiency import Efficiency
@@ -76,6 +77,9 @@ class _Epoch:
         self.rows = np.array([j.row for j in jobs], np.int64)
         self.speed = rates.speed_arr
         self.observed = np.flatnonzero(self.speed > 0)
+        self.all_observed = len(self.observed) == len(jobs)  # no job stands still
+        self.o_rows = self.rows if self.all_observed else self.rows[self.observed]
+        self.speed_o = self.speed if self.all_observed else self.speed[self.observed]
         eff = [j.eff is not None for j in jobs] if sim._eff_on else ()
         self.ends = self.observed[~np.array(eff, bool)[self.observed]] if any(eff) else self.observed
         self.eff = [(jobs[k], float(self.speed[k])) for k in self.observed if eff[k]] if any(eff) else []
@@ -742,30 +746,38 @@ class Simulator:
                 job._obs_in()
             led.reload.clear()
             rows, speed = ep.rows, r.speed_arr
-            obs = ep.observed  # rows measured (speed > 0), as positions in `rows`
-            o_rows = rows[obs]
+            obs, o_rows = ep.observed, ep.o_rows  # rows measured (speed > 0), as positions in `rows`
             for k in obs[np.isnan(led.bias[o_rows])]:  # a (p, w) measured for the first time
                 ep.jobs[k].draw_bias()
             if self._eff_on:  # work advances at speed x E (efficiency.py); speed is what is measured
                 gained = speed * np.array([j.efficiency() for j in ep.jobs]) * dt
             else:
                 gained = speed * dt
-            before = led.steps[rows]
-            led.steps[rows] = np.minimum(before + gained, led.total[rows])
+            blk = led.data[rows]  # the running jobs' ledger rows, written back whole below
+            before = blk[:, L_STEPS].copy()
             # what a real cluster shows: the speed with the configuration's bias, time-weighted
             # per (p, w); the finished epochs are queued for loss draws from the work at `mark`
-            measured = speed[obs] * led.bias[o_rows]
-            led.last_speed[o_rows] = measured
-            w, prev = led.obs_time[o_rows], led.obs_mean[o_rows]
-            led.obs_mean[o_rows] = (prev * w + measured * dt) / (w + dt)
-            led.obs_time[o_rows] = w + dt
-            mark = led.mark[o_rows]
-            led.mark[o_rows] = np.where(np.isnan(mark), before[obs], mark)
-            led.run_s[rows] += dt
-            led.gpu_s[rows] += r.gpus_arr * dt
+            o_blk = blk if ep.all_observed else blk[obs]
+            measured = ep.speed_o * o_blk[:, L_BIAS]
+            w, prev, mark = o_blk[:, L_OBS_TIME], o_blk[:, L_OBS_MEAN], o_blk[:, L_MARK]
+            mean = (prev * w + measured * dt) / (w + dt)
+            mark = np.where(np.isnan(mark), before if ep.all_observed else before[obs], mark)
+            w = w + dt
+            for col, val in ((L_LAST, measured), (L_OBS_MEAN, mean), (L_OBS_TIME, w), (L_MARK, mark)):
+                if ep.all_observed:
+                    blk[:, col] = val
+                else:
+                    blk[obs, col] = val
+            blk[:, L_STEPS] = np.minimum(before + gained, blk[:, L_TOTAL])
+            blk[:, L_RUN] += dt
+            blk[:, L_GPU] += r.gpus_arr * dt
             xn, xr = r.cross_node_arr * dt, r.cross_rack_arr * dt
-            led.xnode[rows] += xn
-            led.xrack[rows] += xr
+            blk[:, L_XNODE] += xn
+            blk[:, L_XRACK] += xr
+            held_here = ep.holding is rows  # every holding job runs: its dominant share is a column here
+            if held_here:
+                blk[:, L_DOM] += ep.shares * dt
+            led.data[rows] = blk
             tot.cross_node_bytes = np.cumsum(np.concatenate(([tot.cross_node_bytes], xn))).item(-1)
             tot.cross_rack_bytes = np.cumsum(np.concatenate(([tot.cross_rack_bytes], xr))).item(-1)
             tot.gpu_busy_s += r.gpus_busy * dt
@@ -774,7 +786,8 @@ class Simulator:
             n = len(self._active)
             tot.job_seconds += n * dt
             if n:  # a job without a placed task has dominant share 0
-                led.dom[ep.holding] += ep.shares * dt
+                if not held_here:
+                    led.dom[ep.holding] += ep.shares * dt
                 led.held[ep.holding] = True
                 denom = n * ep.shares_sq
                 jain = float(ep.shares_sum ** 2 / denom) if denom > 0 else 1.0
