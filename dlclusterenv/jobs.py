@@ -364,6 +364,22 @@ class Job:
         self._obs_in()
         self.touch()
 
+    def placed_dominant_share(self, cluster) -> float:
+        """DRF's dominant share of what the job holds now (placed tasks), over the cluster's totals."""
+        c, m = cluster, self.model
+        placed = [t for t in self.tasks.values() if t.node >= 0]
+        if not placed:
+            return 0.0
+        nps = sum(1 for t in placed if t.role == "ps")
+        nw = len(placed) - nps
+        shares = [
+            (nps * m.ps.cpu + nw * m.worker.cpu) / c.cpus.sum(),
+            (nps * m.ps.mem_gb + nw * m.worker.mem_gb) / c.memory.sum(),
+        ]
+        if c.n_gpus:
+            shares.append(nw * m.worker.gpu / c.n_gpus)
+        return max(shares)
+
     def touch(self) -> None:
         """A task moved or a limit changed: drop what was cached from the placement."""
         self.plan = None

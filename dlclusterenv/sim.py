@@ -26,7 +26,7 @@ from .jobs import (DONE, L_BIAS, L_DOM, L_GPU, L_LAST, L_MARK, L_OBS_MEAN, L_OBS
 from .metrics import Metrics, summarize
 from .comm import link_capacity, pattern
 from .efficiency import Efficiency
-from .speed import Colocation, PackingModel, PlanStack, Rates, alone_speed, compute_rates
+from .speed import ROW, SHARE, Colocation, PackingModel, PlanStack, Rates, alone_speed, compute_rates
 
 EPS = 1e-9
 # Consecutive steps of the engine (loop turns of advance(), across calls) that may leave the clock
@@ -74,7 +74,7 @@ class _Epoch:
 
     def __init__(self, sim: Simulator, running: list[Job], jobs: list[Job], rates: Rates):
         self.jobs = jobs  # rates' rows
-        self.rows = np.array([j.row for j in jobs], np.int64)
+        self.rows = rates.consts[:, ROW].astype(np.int64)
         self.speed = rates.speed_arr
         self.observed = np.flatnonzero(self.speed > 0)
         self.all_observed = len(self.observed) == len(jobs)  # no job stands still
@@ -91,9 +91,13 @@ class _Epoch:
         self.paused = [] if all_awake else [j for j in running if j.paused_until > awake]
         hold = sim._holding
         # `running` are the running ones of `hold`, in its order: the same when all run
-        self.holding = self.rows_running if len(hold) == len(running) else np.array([j.row for j in hold], np.int64)
-        share = sim._dominant_share
-        self.shares = np.array([share(j) if j.share is None else j.share for j in hold])
+        if all_awake and len(hold) == len(running):
+            self.holding = self.rows
+            self.shares = np.ascontiguousarray(rates.consts[:, SHARE])
+        else:
+            self.holding = self.rows_running if len(hold) == len(running) else np.array([j.row for j in hold], np.int64)
+            share = sim._dominant_share
+            self.shares = np.array([share(j) if j.share is None else j.share for j in hold])
         self.shares_sum = self.shares.sum()
         self.shares_sq = float((self.shares**2).sum())
 
@@ -152,7 +156,10 @@ class Simulator:
         # partly placed; what the engine walks per event, so that queued jobs cost nothing there
         self._holding: list[Job] = []
         self._pending: list[Job] = []  # active jobs waiting (not fully placed), in arrival order
-        self._running: list[Job] | None = None  # running_jobs(), dropped when a status or _holding changes
+        # running jobs in arrival order, replaced (never changed in place: views and the rates'
+        # epoch hold it) when a job starts or stops running
+        self._running: list[Job] = []
+        self._pause_end = 0.0  # the latest paused_until set (no job sleeps after it)
         self.version = 0  # bumped by every change a ClusterView could show
         self._rates: Rates | None = None
         self._epoch: _Epoch | None = None  # what the engine needs per event, made with the rates
@@ -179,11 +186,23 @@ class Simulator:
         return self._pending
 
     def running_jobs(self) -> list[Job]:
-        """Running jobs in arrival order, found among the jobs holding nodes (not the queue); kept
-        until a status or the holding jobs change (a list the caller must not modify)."""
-        if self._running is None:
-            self._running = [j for j in self._holding if j.status == RUNNING]
+        """Running jobs in arrival order (a list the caller must not modify): kept as jobs start
+        and stop running, so that no decision walks the jobs holding nodes."""
         return self._running
+
+    def _set_status(self, job: Job, status: str) -> None:
+        """Change a job's status, keeping the running list (a new list when it changes)."""
+        if job.status == RUNNING:
+            self._running = [j for j in self._running if j is not job]
+        elif status == RUNNING:
+            k = bisect.bisect(self._running, _arrival_order(job), key=_arrival_order)
+            self._running = self._running[:k] + [job] + self._running[k:]
+        job.status = status
+
+    def _pause(self, job: Job, until: float) -> None:
+        """The job computes nothing until `until` (checkpoint / restore)."""
+        job.paused_until = max(job.paused_until, until)
+        self._pause_end = max(self._pause_end, job.paused_until)
 
     def _arrive_due(self) -> bool:
         arrived = False
@@ -473,13 +492,13 @@ class Simulator:
                 job.resize(p, w)
                 touched[jid] = job
                 if was_running:
-                    job.paused_until = max(job.paused_until, self.now + self._ckpt_s(job))
+                    self._pause(job, self.now + self._ckpt_s(job))
         for tid, (node, _, job, _) in moves.items():
             t = job.tasks[tid]
             self._place(t, job, node, gpu_of.get(tid, -1))
             touched[job.job_id] = job
             if job.status == RUNNING and tid in gone and job.job_id not in preempted:
-                job.paused_until = max(job.paused_until, self.now + self._ckpt_s(job))  # migration
+                self._pause(job, self.now + self._ckpt_s(job))  # migration
                 if t.role == "worker":
                     self._count_locality(job, [t])
         for tid, lim in d.cpu_limits.items():
@@ -572,7 +591,6 @@ class Simulator:
         job.n_placed += 1
         if job.n_placed == 1:
             bisect.insort(self._holding, job, key=_arrival_order)
-            self._running = None
         job.touch()
         self.version += 1
         self.used_cpu[node] += dem.cpu
@@ -588,7 +606,6 @@ class Simulator:
         job.n_placed -= 1
         if job.n_placed == 0:
             self._holding.remove(job)
-            self._running = None
         job.touch()
         dem = job.model.ps if t.role == "ps" else job.model.worker
         self.used_cpu[t.node] -= dem.cpu
@@ -605,17 +622,15 @@ class Simulator:
         if job.fully_placed():
             if job.status != RUNNING:
                 if job.ran_before:  # resume after preemption: restore the checkpoint
-                    job.paused_until = max(job.paused_until, self.now + self._ckpt_s(job))
+                    self._pause(job, self.now + self._ckpt_s(job))
                 if math.isnan(job.first_start_s):
                     job.first_start_s = self.now
                 self._pending.remove(job)
-                job.status = RUNNING
-                self._running = None
+                self._set_status(job, RUNNING)
                 job.ran_before = True
                 self._count_locality(job, job.worker_tasks())
         elif job.status != PENDING:
-            job.status = PENDING
-            self._running = None
+            self._set_status(job, PENDING)
             bisect.insort(self._pending, job, key=_arrival_order)
 
     def _count_locality(self, job: Job, workers: list[Task]) -> None:
@@ -634,8 +649,8 @@ class Simulator:
     def rates(self) -> Rates:
         if self._rates is None:
             awake = self.now + EPS
-            running = self.running_jobs()
-            awake_jobs = [j for j in running if j.paused_until <= awake]
+            running = self._running
+            awake_jobs = running if self._pause_end <= awake else [j for j in running if j.paused_until <= awake]
             self._rates = compute_rates(
                 self.cluster, awake_jobs, self.gpu_mode, self.overheads, self.packing, self._plan_stack
             )
@@ -809,23 +824,8 @@ class Simulator:
     def _dominant_share(self, job: Job) -> float:
         """DRF's dominant share of what the job holds now (placed tasks), over cluster totals."""
         if job.share is None:
-            job.share = self._compute_share(job)
+            job.share = job.placed_dominant_share(self.cluster)
         return job.share
-
-    def _compute_share(self, job: Job) -> float:
-        c, m = self.cluster, job.model
-        placed = [t for t in job.tasks.values() if t.node >= 0]
-        if not placed:
-            return 0.0
-        nps = sum(1 for t in placed if t.role == "ps")
-        nw = len(placed) - nps
-        shares = [
-            (nps * m.ps.cpu + nw * m.worker.cpu) / c.cpus.sum(),
-            (nps * m.ps.mem_gb + nw * m.worker.mem_gb) / c.memory.sum(),
-        ]
-        if c.n_gpus:
-            shares.append(nw * m.worker.gpu / c.n_gpus)
-        return max(shares)
 
     def _finish_due(self, r: Rates) -> bool:
         ep, led = self._epoch, self._ledger
@@ -844,9 +844,8 @@ class Simulator:
                 self._unplace(t)
         if job.status == PENDING:
             self._pending.remove(job)
-        job.status = DONE
+        self._set_status(job, DONE)
         job.finish_s = self.now
-        self._running = None
         self._active.remove(job)
         self._rates = None
         self.version += 1

@@ -192,10 +192,13 @@ def gpu_compute_s(model: ModelSpec, gpu_type: str, name: str = "?") -> float:
         ) from None
 
 
-# per-job constants in JobPlan.consts, one column each (compute_rates stacks them)
+# per-job constants in JobPlan.consts, one column each (compute_rates stacks them); the last two
+# are the engine's, gathered with the plans so that it does not walk the running jobs for them at
+# every change of the rates: the job's row in the simulator's Ledger and the dominant share of
+# what it holds (Job.placed_dominant_share)
 (_NPS, _NW, _SYNC, _OVERHEAD, _UPDATE, _PS_REF, _UTIL, _W_REF, _TASK_TIME, _MESSAGES, _PHI, _OMEGA,
- _EVERY, _XNODE, _XRACK, _GPU) = range(16)
-_N_CONSTS = _GPU + 1
+ _EVERY, _XNODE, _XRACK, _GPU, ROW, SHARE) = range(18)
+_N_CONSTS = SHARE + 1
 
 
 @dataclass
@@ -245,7 +248,8 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
             consts=(len(ps), len(ws), float(m.sync), m.step_overhead_s, m.ps_update_s, m.ps.cpu,
                     m.gpu_util, (m.cpu_max or m.worker.cpu) if m.compute_on == "cpu" else 0.0,
                     comm.task_time, comm.messages, m.overlap, m.overlap_max, every,
-                    comm.cross_node, comm.cross_rack, m.worker.gpu),
+                    comm.cross_node, comm.cross_rack, m.worker.gpu, job.row,
+                    job.placed_dominant_share(cluster)),
         )
     return job.plan
 
@@ -315,7 +319,7 @@ class Rates:
     """Speeds and loads under the current placement; per-job dicts and per-task cores are built
     when first read (the engine reads only the arrays, and rates change at every event)."""
 
-    def __init__(self, jobs, speed, cross_node, cross_rack, gpus, link_Bps, cpu_used, gpu_busy, plans, got):
+    def __init__(self, jobs, speed, cross_node, cross_rack, gpus, link_Bps, cpu_used, gpu_busy, plans, got, consts):
         # per running job, in the order given (arrays, for the engine's vectorised integration)
         self._jobs = jobs
         self.speed_arr, self.cross_node_arr, self.cross_rack_arr = speed, cross_node, cross_rack
@@ -324,6 +328,7 @@ class Rates:
         self.cpu_used: np.ndarray = cpu_used  # cores in use per node
         self.gpu_busy: np.ndarray = gpu_busy  # bool per GPU: a running worker computes on it
         self._plans, self._got, self._cores = plans, got, None
+        self.consts = consts  # the jobs' JobPlan.consts, one row each (ROW, SHARE: the engine's)
         # cluster-wide totals, constant until the rates change (the engine integrates them)
         n = len(cpu_used)
         self.gpus_busy = float(gpu_busy.sum())
@@ -396,7 +401,8 @@ def compute_rates(
     n_link, cap = cc.n_link, cc.cap
     if not jobs:
         e = np.zeros(0)
-        return Rates([], e, e, e, e, np.zeros(n_link), np.zeros(n), np.zeros(cluster.n_gpus, bool), [], np.zeros(0))
+        return Rates([], e, e, e, e, np.zeros(n_link), np.zeros(n), np.zeros(cluster.n_gpus, bool), [], np.zeros(0),
+                     np.zeros((0, _N_CONSTS)))
     plans = [j.plan or job_plan(cluster, j) for j in jobs]
     n_jobs = len(jobs)
     st = (stack or PlanStack()).update(plans)
@@ -539,6 +545,7 @@ def compute_rates(
         cnt[: cluster.n_gpus] > 0,
         plans,
         got,
+        k,
     )
 
 
