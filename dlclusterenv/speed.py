@@ -34,7 +34,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import compress, count
+from itertools import accumulate, compress, count
 from operator import is_not
 from pathlib import Path
 
@@ -298,18 +298,21 @@ class PlanStack:
             self.entry_counts = np.array([len(p.links) for p in plans], dtype=np.int64)
             return self
         mid = plans[a : n_new - b]
-        self.consts = np.concatenate([self.consts[:a], np.array([p.consts for p in mid], dtype=float)
-                                      .reshape(len(mid), _N_CONSTS), self.consts[n_old - b :]])
+        cut = n_old - b  # old plans [a, cut) are replaced by `mid`
+        if mid:
+            self.consts = np.concatenate([self.consts[:a], np.array([p.consts for p in mid], dtype=float)
+                                          .reshape(len(mid), _N_CONSTS), self.consts[cut:]])
+        else:  # jobs left, none came
+            self.consts = np.concatenate([self.consts[:a], self.consts[cut:]])
         ends = {kind: self.ends(kind) for kind in self.FIELDS}
         for kind, fields in self.FIELDS.items():
             e = ends[kind]
-            lo, hi = int(e[a]), int(e[n_old - b])
+            lo, hi = int(e[a]), int(e[cut])
             for f in fields:
                 arr = self.arrays[f]
                 self.arrays[f] = np.concatenate([arr[:lo], *(getattr(p, f) for p in mid), arr[hi:]])
-            mid_ends = lo + np.cumsum([len(getattr(p, fields[0])) for p in mid], dtype=np.int64)
-            top = int(mid_ends[-1]) if len(mid) else lo
-            self._ends[kind] = np.concatenate([e[: a + 1], mid_ends, e[n_old - b + 1 :] - hi + top])
+            mid_ends = list(accumulate((len(getattr(p, fields[0])) for p in mid), initial=lo))
+            self._ends[kind] = np.concatenate([e[:a], mid_ends, e[cut + 1 :] + (mid_ends[-1] - hi)])
         self.plans = list(plans)
         self.entry_counts = np.diff(self._ends["entry"])
         return self
@@ -432,8 +435,9 @@ def compute_rates(
     all_sync = bool(sync.all())
     overhead, update, ps_ref = k[:, _OVERHEAD], k[:, _UPDATE], k[:, _PS_REF]
     is_w = arr["is_worker"]
-    if any_ps:
-        # PS factor: the most CPU-starved PS of the job (1 for all-reduce jobs, which have none)
+    if any_ps and len(contended):
+        # PS factor: the most CPU-starved PS of the job (1 for all-reduce jobs, which have none;
+        # 1 for all when no node is contended: each PS gets the cores it wants, its reference)
         ps_idx = np.flatnonzero(~is_w)
         ps_job = np.repeat(np.arange(n_jobs), n_ps)
         ratio = np.where(ps_ref[ps_job] > 0, np.minimum(1.0, eff[ps_idx] / np.maximum(ps_ref[ps_job], 1e-300)), 1.0)
@@ -512,7 +516,10 @@ def compute_rates(
         # the RPCs and the PS update happen once per exchange, every k steps (comm is already per step)
         every = k[:, _EVERY]
         rpc = overheads.rpc_s * np.where(n_ps > 0, n_ps + n_w, 0) / every
-        upd = np.where(n_ps > 0, update / np.maximum(n_ps, 1) / ps_f, 0.0) / every
+        upd = update / np.maximum(n_ps, 1)
+        if len(contended):  # (x / 1.0 is x)
+            upd = upd / ps_f
+        upd = np.where(n_ps > 0, upd, 0.0) / every
         x_sync = comm + upd * n_w
         t_sync = slowest + overhead + rpc + x_sync - np.minimum(phi * slowest, omega * x_sync)
     else:  # no RPCs and no update: their terms are 0.0, and a + 0.0 is a
