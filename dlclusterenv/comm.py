@@ -184,9 +184,9 @@ class _AllReduce:
     def plan(cls, cluster: Cluster, m: ModelSpec, shard_nodes, ps_nodes, w_nodes, every: int = 1) -> Comm:
         tr = _Traffic(cluster)
         _input_reads(tr, m, shard_nodes, w_nodes)
-        nodes, g = np.unique(w_nodes, return_counts=True)
-        if int(g.sum()) < 2:
+        if len(w_nodes) < 2:  # one GPU: nothing to reduce
             return tr.build(0.0, 0)
+        nodes, g = np.unique(w_nodes, return_counts=True)
         host, across, messages = cls.volumes(g, m.param_bytes / every)
         messages = messages / every
         if m.compute_on == "gpu":

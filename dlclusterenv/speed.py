@@ -232,7 +232,13 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
         on_gpu = m.compute_on == "gpu"
         every = job.spec.exchange_every
         comm = pattern(m, job.spec.comm).plan(cluster, m, job.spec.shard_nodes, ps_nodes, w_nodes, every)
-        links, inv = np.unique(comm.links, return_inverse=True)
+        # each link once, in link order, with its entries' bytes and flows summed in their order
+        # (np.unique's result, made in Python for a job's few entries)
+        entries = comm.links.tolist()
+        links = sorted(set(entries))
+        pos = {link: i for i, link in enumerate(links)}
+        inv = [pos[link] for link in entries]
+        links = np.array(links, dtype=np.int64)
         job.plan = JobPlan(
             task_ids=[t.task_id for t in ps + ws],
             task_node=np.concatenate([ps_nodes, w_nodes]),
