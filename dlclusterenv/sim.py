@@ -83,10 +83,17 @@ class _Epoch:
         eff = [j.eff is not None for j in jobs] if sim._eff_on else ()
         self.ends = self.observed[~np.array(eff, bool)[self.observed]] if any(eff) else self.observed
         self.eff = [(jobs[k], float(self.speed[k])) for k in self.observed if eff[k]] if any(eff) else []
+        # what each event reads of the jobs in `ends`: their rows, work to do (fixed per job), speeds
+        led = sim._ledger
+        self.end_rows = self.rows[self.ends]
+        self.end_total = led.total[self.end_rows]
+        self.end_speed = self.speed[self.ends]
         self.running = running  # paused ones too
         # `jobs` are the awake ones of `running`, in its order: the same list when none sleeps
         all_awake = len(running) == len(jobs)
         self.rows_running = self.rows if all_awake else np.array([j.row for j in running], np.int64)
+        # a running job is done once its work reaches this (_finish_due)
+        self.done_at = led.total[self.rows_running] * (1 - 1e-12) - EPS
         awake = sim.now + EPS
         self.paused = [] if all_awake else [j for j in running if j.paused_until > awake]
         hold = sim._holding
@@ -680,8 +687,7 @@ class Simulator:
             t_pause = min((j.paused_until for j in ep.paused if j.paused_until > awake), default=math.inf)
             t_internal = math.inf
             # completion times of the running jobs whose efficiency does not change (rows `ends`)
-            rows = ep.rows[ep.ends]
-            t_ends = now + (led.total[rows] - led.steps[rows]) / ep.speed[ep.ends]
+            t_ends = now + (ep.end_total - led.steps[ep.end_rows]) / ep.end_speed
             if len(t_ends):
                 t_next = min(t_next, float(t_ends.min()))
             bounds: list[tuple[float, float, Job]] = []  # (time, work, job): efficiency changes
@@ -829,8 +835,7 @@ class Simulator:
 
     def _finish_due(self, r: Rates) -> bool:
         ep, led = self._epoch, self._ledger
-        rows = ep.rows_running
-        due = np.flatnonzero(led.steps[rows] >= led.total[rows] * (1 - 1e-12) - EPS)
+        due = np.flatnonzero(led.steps[ep.rows_running] >= ep.done_at)
         finished = [ep.running[k] for k in due]
         for job in finished:
             job.steps_done = float(job.total_steps)
