@@ -200,7 +200,8 @@ class Simulator:
     def _set_status(self, job: Job, status: str) -> None:
         """Change a job's status, keeping the running list (a new list when it changes)."""
         if job.status == RUNNING:
-            self._running = [j for j in self._running if j is not job]
+            k = self._running.index(job)  # (jobs compare by identity)
+            self._running = self._running[:k] + self._running[k + 1 :]
         elif status == RUNNING:
             k = bisect.bisect(self._running, _arrival_order(job), key=_arrival_order)
             self._running = self._running[:k] + [job] + self._running[k:]

@@ -34,8 +34,8 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import accumulate, compress, count
-from operator import is_not
+from itertools import accumulate, compress, count, repeat
+from operator import attrgetter, is_, is_not
 from pathlib import Path
 
 import numpy as np
@@ -260,6 +260,9 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
     return job.plan
 
 
+_PLAN = attrgetter("plan")
+
+
 class PlanStack:
     """The running jobs' plan arrays concatenated in job order, kept between calls of
     `compute_rates`: when a few jobs started, ended or moved in a long list, only the run of jobs
@@ -412,7 +415,9 @@ def compute_rates(
         e = np.zeros(0)
         return Rates([], e, e, e, e, np.zeros(n_link), np.zeros(n), np.zeros(cluster.n_gpus, bool), [], np.zeros(0),
                      np.zeros((0, _N_CONSTS)))
-    plans = [j.plan or job_plan(cluster, j) for j in jobs]
+    plans = list(map(_PLAN, jobs))  # the cached plans, gathered at C speed; then the missing
+    for i in compress(count(), map(is_, plans, repeat(None))):
+        plans[i] = job_plan(cluster, jobs[i])
     n_jobs = len(jobs)
     st = (stack or PlanStack()).update(plans)
     arr, k = st.arrays, st.consts
