@@ -144,6 +144,9 @@ class Simulator:
         cap = link_capacity(cluster)
         self._cores_total = float(cluster.cpus.sum())
         self._nic_total = float(cap[: 2 * cluster.n_nodes].sum())
+        # what apply() checks the nodes against: capacity with a relative and absolute tolerance
+        self._capacity_limits = [(name, a, a * (1 + 1e-9) + 1e-9) for name, a in
+                                 (("CPU", cluster.cpus), ("memory", cluster.memory), ("bandwidth", cluster.nic))]
         self.reset()
 
     # ------------------------------------------------------------------ state
@@ -443,12 +446,8 @@ class Simulator:
                 gpu_of[tid] = gpu
                 if want < 1000 and occ[gpu] > 1 and milli[gpu] <= 1000:
                     modes.setdefault(gpu, 1)  # fractions that fit share their GPU by packing
-        for name, used, capacity in (
-            ("CPU", cpu, c.cpus),
-            ("memory", mem, c.memory),
-            ("bandwidth", bw, c.nic),
-        ):
-            over = np.flatnonzero(used > capacity * (1 + 1e-9) + 1e-9)
+        for (name, capacity, limit), used in zip(self._capacity_limits, (cpu, mem, bw)):
+            over = np.flatnonzero(used > limit)
             if len(over):
                 n = int(over[0])
                 tasks = [t for t, m in moves.items() if m[0] == n]
@@ -549,8 +548,7 @@ class Simulator:
             fits = [g for g in gpus if occupancy(g) > 0 and used_milli(g) + want <= 1000]
             if fits:
                 return max(fits, key=lambda g: (used_milli(g), -g))
-        free = [g for g in gpus if occupancy(g) == 0]
-        return free[0] if free else -1
+        return next((g for g in gpus if occupancy(g) == 0), -1)  # the first free GPU
 
     def place_one(self, task_id: str, node: int) -> None:
         """Fast path of `apply(Decision(place={task_id: node}))` for one unplaced task (the
