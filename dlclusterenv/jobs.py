@@ -180,6 +180,7 @@ class Job:
     paused_until: float = 0.0
     ran_before: bool = False  # a restart after preemption costs a restore
     _loss: list[tuple[int, float]] = field(default_factory=list, repr=False)
+    _loss_tuple: tuple[tuple[int, float], ...] = field(default=(), repr=False)  # see loss_history
     _loss_due: list[list[int]] = field(default_factory=list, repr=False)  # [first, last] epochs
     _bias: dict[tuple[int, int], float] = field(default_factory=dict)
     locality: list[int] = field(default_factory=lambda: [0, 0, 0])  # data/rack-local, off-switch
@@ -414,6 +415,15 @@ class Job:
         when they are read."""
         self._draw_losses()
         return self._loss
+
+    def loss_history(self) -> tuple[tuple[int, float], ...]:
+        """obs_loss as a tuple, made again only when an epoch was added: every view of the job
+        shares it (a running job's view is rebuilt at each decision that reads it, and copying
+        its whole history each time cost every scheduler in proportion to the epochs run)."""
+        loss = self.obs_loss
+        if len(self._loss_tuple) != len(loss):
+            self._loss_tuple = tuple(loss)
+        return self._loss_tuple
 
     def _draw_losses(self) -> None:
         self._queue_epochs()

@@ -293,7 +293,7 @@ class Simulator:
             rel_delta=job.rel_delta,
             steps_done=job.steps_done,
             epochs_done=job.epochs_done,
-            observed_loss=tuple(job.obs_loss),
+            observed_loss=job.loss_history(),
             observed_speed=MappingProxyType(job.speeds_seen()),
             last_speed=job.last_speed,
             attained_gpu_s=job.attained_gpu_s,

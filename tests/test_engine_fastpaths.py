@@ -116,3 +116,26 @@ def test_rates_dicts_match_the_arrays():
     assert list(r.row) == ids and list(r.row.values()) == list(range(len(ids)))
     assert r.speed == dict(zip(ids, r.speed_arr.tolist()))
     assert r.cross_node_Bps == dict(zip(ids, r.cross_node_arr.tolist()))
+
+
+def test_views_share_the_loss_history_until_an_epoch_is_added():
+    """A running job's views hold its observed losses as one tuple, equal to obs_loss, made
+    again only when the history grows."""
+    sim = dlclusterenv.make_sim("default", 0)
+    fifo = baselines.make("fifo")
+    fifo.reset(0)
+    grew = shared = 0
+    last: dict[str, tuple] = {}
+    while not sim.done:
+        sim.decide(fifo)
+        for job in sim.running_jobs():
+            a, b = sim.job_view(job).observed_loss, sim.job_view(job).observed_loss
+            assert a is b and a == tuple(job.obs_loss)
+            prev = last.get(job.job_id)
+            if prev is not None:
+                assert a[: len(prev)] == prev
+                grew += len(a) > len(prev)
+                shared += a is prev
+            last[job.job_id] = a
+        sim.advance()
+    assert grew > 10 and shared > 10
