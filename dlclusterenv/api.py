@@ -212,11 +212,11 @@ class ClusterView:
         self.time: float = sim.now
         self.tick_s: float | None = sim.tick_s  # the scenario's scheduling interval
         self.cluster: Cluster = sim.cluster
-        self.free_cpu = _ro(sim.cluster.cpus - sim.used_cpu)
-        self.free_mem = _ro(sim.cluster.memory - sim.used_mem)
-        self.free_bw = _ro(sim.cluster.nic - sim.used_bw)
+        self.free_cpu = _frozen(sim.cluster.cpus - sim.used_cpu)
+        self.free_mem = _frozen(sim.cluster.memory - sim.used_mem)
+        self.free_bw = _frozen(sim.cluster.nic - sim.used_bw)
         self.free_gpus = _ro(sim.free_gpus)
-        self.gpu_packed = _ro(sim.gpu_mode.astype(bool))
+        self.gpu_packed = _frozen(sim.gpu_mode.astype(bool))
         self.jobs: Sequence[JobView] = JobViews(sim, sim.active_jobs())  # arrival order
         self.pending: Sequence[JobView] = JobViews(sim, sim.pending_jobs())
         self.running: Sequence[JobView] = JobViews(sim, sim.running_jobs())
@@ -255,7 +255,12 @@ class ClusterView:
 
 
 def _ro(a: np.ndarray) -> np.ndarray:
-    a = np.array(a)
+    """A read-only copy."""
+    return _frozen(np.array(a))
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    """`a` itself, made read-only (for arrays made for the view, no copy needed)."""
     a.setflags(write=False)
     return a
 

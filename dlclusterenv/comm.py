@@ -92,6 +92,16 @@ class _Traffic:
         self.cross_node += float(nbytes.sum())
         self.cross_rack += float(nbytes[xr].sum())
 
+    def pair(self, src: int, dst: int, nbytes: float) -> None:
+        """One transfer src -> dst of one flow: `pairs` with a single entry."""
+        n, r, rack = self.c.n_nodes, self.c.n_racks, self.c.node_rack
+        rs, rd = int(rack[src]), int(rack[dst])
+        links = [src, n + dst, 2 * n + rs, 2 * n + r + rd] if rs != rd else [src, n + dst]
+        k = len(links)
+        self.add(np.array(links, dtype=np.int64), np.full(k, nbytes), np.ones(k))
+        self.cross_node += nbytes
+        self.cross_rack += nbytes if rs != rd else 0.0
+
     def host(self, nodes: np.ndarray, nbytes: np.ndarray, flows: np.ndarray) -> None:
         self.add(intra_base(self.c) + nodes, nbytes, flows)
 
@@ -111,6 +121,11 @@ def _input_reads(tr: _Traffic, m: ModelSpec, shard_nodes: tuple[int, ...], w_nod
     if m.input_bytes_per_step <= 0 or not shard_nodes:
         return 0.0, np.zeros(w, dtype=bool)
     read = m.input_bytes_per_step
+    if w == 1:  # one worker (most trace jobs): the same entries, without the array steps
+        src, dst = int(shard_nodes[0]), int(w_nodes[0])
+        if src != dst:
+            tr.pair(src, dst, 1.0 * read)
+        return read, np.array([src != dst])
     shards = np.asarray(shard_nodes)[np.arange(w) % len(shard_nodes)]
     remote = shards != w_nodes
     one = np.ones(int(remote.sum()))
@@ -184,9 +199,9 @@ class _AllReduce:
     def plan(cls, cluster: Cluster, m: ModelSpec, shard_nodes, ps_nodes, w_nodes, every: int = 1) -> Comm:
         tr = _Traffic(cluster)
         _input_reads(tr, m, shard_nodes, w_nodes)
-        nodes, g = np.unique(w_nodes, return_counts=True)
-        if int(g.sum()) < 2:
+        if len(w_nodes) < 2:  # one GPU: nothing to reduce
             return tr.build(0.0, 0)
+        nodes, g = np.unique(w_nodes, return_counts=True)
         host, across, messages = cls.volumes(g, m.param_bytes / every)
         messages = messages / every
         if m.compute_on == "gpu":

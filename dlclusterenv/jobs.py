@@ -107,31 +107,47 @@ class Task:
 
 class Ledger:
     """Running totals of a simulator's jobs, one row per job (its arrival index), as float64
-    arrays, so that the engine advances every running job in a few array operations
-    (sim._integrate: elementwise, in the scalar code's order of operations, hence the same bits).
-    A Job reads and writes its row through properties."""
+    columns of one (rows x columns) array, so that the engine advances every running job in a few
+    array operations (sim._integrate: one gather and one scatter of the running rows, elementwise
+    in the scalar code's order of operations, hence the same bits). Each column is also an
+    attribute (a view). A Job reads and writes its row through properties."""
 
     COLUMNS = ("steps", "run_s", "gpu_s", "xnode", "xrack", "dom", "last_speed", "obs_mean", "obs_time",
-               "total")
+               "total", "bias", "mark")
+    # bias: the current (p, w)'s speed bias, nan: not drawn yet; mark: work when unqueued finished
+    # epochs began (Job._queue_epochs), nan: none
+    _NAN = ("bias", "mark")
 
     def __init__(self, n: int):
-        for name in self.COLUMNS:
-            setattr(self, name, np.zeros(n))
+        self.data = self._block(n)
+        self._views()
         self.held = np.zeros(n, bool)  # the job held a node at some integration (dom_share_time)
-        self.bias = np.full(n, math.nan)  # the current (p, w)'s speed bias; nan: not drawn yet
-        self.mark = np.full(n, math.nan)  # work when unqueued finished epochs began (Job._queue_epochs)
         self.reload: list[Job] = []  # jobs whose measurements a reader holds (Job._obs_out)
+
+    def _block(self, n: int) -> np.ndarray:
+        data = np.zeros((n, len(self.COLUMNS)))
+        for name in self._NAN:
+            data[:, self.COLUMNS.index(name)] = math.nan
+        return data
+
+    def _views(self) -> None:
+        for k, name in enumerate(self.COLUMNS):
+            setattr(self, name, self.data[:, k])
 
     def grow(self, n: int) -> None:
         """Room for at least n rows."""
-        size = len(self.steps)
+        size = len(self.data)
         if n > size:
-            extra = max(n, 2 * size) - size
-            for name in self.COLUMNS:
-                setattr(self, name, np.concatenate([getattr(self, name), np.zeros(extra)]))
-            self.held = np.concatenate([self.held, np.zeros(extra, bool)])
-            self.bias = np.concatenate([self.bias, np.full(extra, math.nan)])
-            self.mark = np.concatenate([self.mark, np.full(extra, math.nan)])
+            data = self._block(max(n, 2 * size))
+            data[:size] = self.data
+            self.data = data
+            self._views()
+            self.held = np.concatenate([self.held, np.zeros(len(data) - size, bool)])
+
+
+# column indices of Ledger.data
+(L_STEPS, L_RUN, L_GPU, L_XNODE, L_XRACK, L_DOM, L_LAST, L_OBS_MEAN, L_OBS_TIME, L_TOTAL, L_BIAS,
+ L_MARK) = range(len(Ledger.COLUMNS))
 
 
 def _column(name: str, doc: str) -> property:
@@ -164,6 +180,7 @@ class Job:
     paused_until: float = 0.0
     ran_before: bool = False  # a restart after preemption costs a restore
     _loss: list[tuple[int, float]] = field(default_factory=list, repr=False)
+    _loss_tuple: tuple[tuple[int, float], ...] = field(default=(), repr=False)  # see loss_history
     _loss_due: list[list[int]] = field(default_factory=list, repr=False)  # [first, last] epochs
     _bias: dict[tuple[int, int], float] = field(default_factory=dict)
     locality: list[int] = field(default_factory=lambda: [0, 0, 0])  # data/rack-local, off-switch
@@ -348,6 +365,22 @@ class Job:
         self._obs_in()
         self.touch()
 
+    def placed_dominant_share(self, cluster) -> float:
+        """DRF's dominant share of what the job holds now (placed tasks), over the cluster's totals."""
+        c, m = cluster, self.model
+        placed = [t for t in self.tasks.values() if t.node >= 0]
+        if not placed:
+            return 0.0
+        nps = sum(1 for t in placed if t.role == "ps")
+        nw = len(placed) - nps
+        shares = [
+            (nps * m.ps.cpu + nw * m.worker.cpu) / c.cpus.sum(),
+            (nps * m.ps.mem_gb + nw * m.worker.mem_gb) / c.memory.sum(),
+        ]
+        if c.n_gpus:
+            shares.append(nw * m.worker.gpu / c.n_gpus)
+        return max(shares)
+
     def touch(self) -> None:
         """A task moved or a limit changed: drop what was cached from the placement."""
         self.plan = None
@@ -382,6 +415,15 @@ class Job:
         when they are read."""
         self._draw_losses()
         return self._loss
+
+    def loss_history(self) -> tuple[tuple[int, float], ...]:
+        """obs_loss as a tuple, made again only when an epoch was added: every view of the job
+        shares it (a running job's view is rebuilt at each decision that reads it, and copying
+        its whole history each time cost every scheduler in proportion to the epochs run)."""
+        loss = self.obs_loss
+        if len(self._loss_tuple) != len(loss):
+            self._loss_tuple = tuple(loss)
+        return self._loss_tuple
 
     def _draw_losses(self) -> None:
         self._queue_epochs()

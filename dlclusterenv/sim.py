@@ -21,11 +21,12 @@ import numpy as np
 from .api import ClusterView, Decision, DecisionError, JobView, Scheduler, TaskView
 from .cluster import Cluster
 from .config import CONFIG_DIR, ModelZoo
-from .jobs import DONE, PENDING, RUNNING, Job, JobSpec, Ledger, Task, job_epochs, stop_delta
+from .jobs import (DONE, L_BIAS, L_DOM, L_GPU, L_LAST, L_MARK, L_OBS_MEAN, L_OBS_TIME, L_RUN, L_STEPS, L_TOTAL,
+                   L_XNODE, L_XRACK, PENDING, RUNNING, Job, JobSpec, Ledger, Task, job_epochs, stop_delta)
 from .metrics import Metrics, summarize
 from .comm import link_capacity, pattern
 from .efficiency import Efficiency
-from .speed import Colocation, PackingModel, PlanStack, Rates, alone_speed, compute_rates
+from .speed import ROW, SHARE, Colocation, PackingModel, PlanStack, Rates, alone_speed, compute_rates
 
 EPS = 1e-9
 # Consecutive steps of the engine (loop turns of advance(), across calls) that may leave the clock
@@ -73,20 +74,37 @@ class _Epoch:
 
     def __init__(self, sim: Simulator, running: list[Job], jobs: list[Job], rates: Rates):
         self.jobs = jobs  # rates' rows
-        self.rows = np.array([j.row for j in jobs], np.int64)
+        self.rows = rates.consts[:, ROW].astype(np.int64)
         self.speed = rates.speed_arr
         self.observed = np.flatnonzero(self.speed > 0)
-        eff = [j.eff is not None for j in jobs]
+        self.all_observed = len(self.observed) == len(jobs)  # no job stands still
+        self.o_rows = self.rows if self.all_observed else self.rows[self.observed]
+        self.speed_o = self.speed if self.all_observed else self.speed[self.observed]
+        eff = [j.eff is not None for j in jobs] if sim._eff_on else ()
         self.ends = self.observed[~np.array(eff, bool)[self.observed]] if any(eff) else self.observed
-        self.eff = [(jobs[k], float(self.speed[k])) for k in self.observed if eff[k]]
+        self.eff = [(jobs[k], float(self.speed[k])) for k in self.observed if eff[k]] if any(eff) else []
+        # what each event reads of the jobs in `ends`: their rows, work to do (fixed per job), speeds
+        led = sim._ledger
+        self.end_rows = self.rows[self.ends]
+        self.end_total = led.total[self.end_rows]
+        self.end_speed = self.speed[self.ends]
         self.running = running  # paused ones too
-        self.rows_running = np.array([j.row for j in running], np.int64)
+        # `jobs` are the awake ones of `running`, in its order: the same list when none sleeps
+        all_awake = len(running) == len(jobs)
+        self.rows_running = self.rows if all_awake else np.array([j.row for j in running], np.int64)
+        # a running job is done once its work reaches this (_finish_due)
+        self.done_at = led.total[self.rows_running] * (1 - 1e-12) - EPS
         awake = sim.now + EPS
-        self.paused = [j for j in running if j.paused_until > awake]
+        self.paused = [] if all_awake else [j for j in running if j.paused_until > awake]
         hold = sim._holding
-        self.holding = np.array([j.row for j in hold], np.int64)
-        share = sim._dominant_share
-        self.shares = np.array([share(j) if j.share is None else j.share for j in hold])
+        # `running` are the running ones of `hold`, in its order: the same when all run
+        if all_awake and len(hold) == len(running):
+            self.holding = self.rows
+            self.shares = np.ascontiguousarray(rates.consts[:, SHARE])
+        else:
+            self.holding = self.rows_running if len(hold) == len(running) else np.array([j.row for j in hold], np.int64)
+            share = sim._dominant_share
+            self.shares = np.array([share(j) if j.share is None else j.share for j in hold])
         self.shares_sum = self.shares.sum()
         self.shares_sq = float((self.shares**2).sum())
 
@@ -126,6 +144,9 @@ class Simulator:
         cap = link_capacity(cluster)
         self._cores_total = float(cluster.cpus.sum())
         self._nic_total = float(cap[: 2 * cluster.n_nodes].sum())
+        # what apply() checks the nodes against: capacity with a relative and absolute tolerance
+        self._capacity_limits = [(name, a, a * (1 + 1e-9) + 1e-9) for name, a in
+                                 (("CPU", cluster.cpus), ("memory", cluster.memory), ("bandwidth", cluster.nic))]
         self.reset()
 
     # ------------------------------------------------------------------ state
@@ -145,6 +166,10 @@ class Simulator:
         # partly placed; what the engine walks per event, so that queued jobs cost nothing there
         self._holding: list[Job] = []
         self._pending: list[Job] = []  # active jobs waiting (not fully placed), in arrival order
+        # running jobs in arrival order, replaced (never changed in place: views and the rates'
+        # epoch hold it) when a job starts or stops running
+        self._running: list[Job] = []
+        self._pause_end = 0.0  # the latest paused_until set (no job sleeps after it)
         self.version = 0  # bumped by every change a ClusterView could show
         self._rates: Rates | None = None
         self._epoch: _Epoch | None = None  # what the engine needs per event, made with the rates
@@ -171,8 +196,24 @@ class Simulator:
         return self._pending
 
     def running_jobs(self) -> list[Job]:
-        """Running jobs in arrival order, found among the jobs holding nodes (not the queue)."""
-        return [j for j in self._holding if j.status == RUNNING]
+        """Running jobs in arrival order (a list the caller must not modify): kept as jobs start
+        and stop running, so that no decision walks the jobs holding nodes."""
+        return self._running
+
+    def _set_status(self, job: Job, status: str) -> None:
+        """Change a job's status, keeping the running list (a new list when it changes)."""
+        if job.status == RUNNING:
+            k = self._running.index(job)  # (jobs compare by identity)
+            self._running = self._running[:k] + self._running[k + 1 :]
+        elif status == RUNNING:
+            k = bisect.bisect(self._running, _arrival_order(job), key=_arrival_order)
+            self._running = self._running[:k] + [job] + self._running[k:]
+        job.status = status
+
+    def _pause(self, job: Job, until: float) -> None:
+        """The job computes nothing until `until` (checkpoint / restore)."""
+        job.paused_until = max(job.paused_until, until)
+        self._pause_end = max(self._pause_end, job.paused_until)
 
     def _arrive_due(self) -> bool:
         arrived = False
@@ -212,7 +253,8 @@ class Simulator:
         if job.view is not None and job.status == PENDING:
             return job.view
         m = job.model
-        cores = self.rates().task_cores
+        # only a running job's tasks use cores (reading a queued job's view computes no rates)
+        cores = self.rates().task_cores if job.status == RUNNING else {}
         tasks = tuple(
             TaskView(
                 t.task_id,
@@ -251,7 +293,7 @@ class Simulator:
             rel_delta=job.rel_delta,
             steps_done=job.steps_done,
             epochs_done=job.epochs_done,
-            observed_loss=tuple(job.obs_loss),
+            observed_loss=job.loss_history(),
             observed_speed=MappingProxyType(job.speeds_seen()),
             last_speed=job.last_speed,
             attained_gpu_s=job.attained_gpu_s,
@@ -404,12 +446,8 @@ class Simulator:
                 gpu_of[tid] = gpu
                 if want < 1000 and occ[gpu] > 1 and milli[gpu] <= 1000:
                     modes.setdefault(gpu, 1)  # fractions that fit share their GPU by packing
-        for name, used, capacity in (
-            ("CPU", cpu, c.cpus),
-            ("memory", mem, c.memory),
-            ("bandwidth", bw, c.nic),
-        ):
-            over = np.flatnonzero(used > capacity * (1 + 1e-9) + 1e-9)
+        for (name, capacity, limit), used in zip(self._capacity_limits, (cpu, mem, bw)):
+            over = np.flatnonzero(used > limit)
             if len(over):
                 n = int(over[0])
                 tasks = [t for t, m in moves.items() if m[0] == n]
@@ -461,13 +499,13 @@ class Simulator:
                 job.resize(p, w)
                 touched[jid] = job
                 if was_running:
-                    job.paused_until = max(job.paused_until, self.now + self._ckpt_s(job))
+                    self._pause(job, self.now + self._ckpt_s(job))
         for tid, (node, _, job, _) in moves.items():
             t = job.tasks[tid]
             self._place(t, job, node, gpu_of.get(tid, -1))
             touched[job.job_id] = job
             if job.status == RUNNING and tid in gone and job.job_id not in preempted:
-                job.paused_until = max(job.paused_until, self.now + self._ckpt_s(job))  # migration
+                self._pause(job, self.now + self._ckpt_s(job))  # migration
                 if t.role == "worker":
                     self._count_locality(job, [t])
         for tid, lim in d.cpu_limits.items():
@@ -510,8 +548,7 @@ class Simulator:
             fits = [g for g in gpus if occupancy(g) > 0 and used_milli(g) + want <= 1000]
             if fits:
                 return max(fits, key=lambda g: (used_milli(g), -g))
-        free = [g for g in gpus if occupancy(g) == 0]
-        return free[0] if free else -1
+        return next((g for g in gpus if occupancy(g) == 0), -1)  # the first free GPU
 
     def place_one(self, task_id: str, node: int) -> None:
         """Fast path of `apply(Decision(place={task_id: node}))` for one unplaced task (the
@@ -591,15 +628,15 @@ class Simulator:
         if job.fully_placed():
             if job.status != RUNNING:
                 if job.ran_before:  # resume after preemption: restore the checkpoint
-                    job.paused_until = max(job.paused_until, self.now + self._ckpt_s(job))
+                    self._pause(job, self.now + self._ckpt_s(job))
                 if math.isnan(job.first_start_s):
                     job.first_start_s = self.now
                 self._pending.remove(job)
-                job.status = RUNNING
+                self._set_status(job, RUNNING)
                 job.ran_before = True
                 self._count_locality(job, job.worker_tasks())
         elif job.status != PENDING:
-            job.status = PENDING
+            self._set_status(job, PENDING)
             bisect.insort(self._pending, job, key=_arrival_order)
 
     def _count_locality(self, job: Job, workers: list[Task]) -> None:
@@ -618,8 +655,8 @@ class Simulator:
     def rates(self) -> Rates:
         if self._rates is None:
             awake = self.now + EPS
-            running = [j for j in self._holding if j.status == RUNNING]
-            awake_jobs = [j for j in running if j.paused_until <= awake]
+            running = self._running
+            awake_jobs = running if self._pause_end <= awake else [j for j in running if j.paused_until <= awake]
             self._rates = compute_rates(
                 self.cluster, awake_jobs, self.gpu_mode, self.overheads, self.packing, self._plan_stack
             )
@@ -649,8 +686,7 @@ class Simulator:
             t_pause = min((j.paused_until for j in ep.paused if j.paused_until > awake), default=math.inf)
             t_internal = math.inf
             # completion times of the running jobs whose efficiency does not change (rows `ends`)
-            rows = ep.rows[ep.ends]
-            t_ends = now + (led.total[rows] - led.steps[rows]) / ep.speed[ep.ends]
+            t_ends = now + (ep.end_total - led.steps[ep.end_rows]) / ep.end_speed
             if len(t_ends):
                 t_next = min(t_next, float(t_ends.min()))
             bounds: list[tuple[float, float, Job]] = []  # (time, work, job): efficiency changes
@@ -730,30 +766,38 @@ class Simulator:
                 job._obs_in()
             led.reload.clear()
             rows, speed = ep.rows, r.speed_arr
-            obs = ep.observed  # rows measured (speed > 0), as positions in `rows`
-            o_rows = rows[obs]
+            obs, o_rows = ep.observed, ep.o_rows  # rows measured (speed > 0), as positions in `rows`
             for k in obs[np.isnan(led.bias[o_rows])]:  # a (p, w) measured for the first time
                 ep.jobs[k].draw_bias()
             if self._eff_on:  # work advances at speed x E (efficiency.py); speed is what is measured
                 gained = speed * np.array([j.efficiency() for j in ep.jobs]) * dt
             else:
                 gained = speed * dt
-            before = led.steps[rows]
-            led.steps[rows] = np.minimum(before + gained, led.total[rows])
+            blk = led.data[rows]  # the running jobs' ledger rows, written back whole below
+            before = blk[:, L_STEPS].copy()
             # what a real cluster shows: the speed with the configuration's bias, time-weighted
             # per (p, w); the finished epochs are queued for loss draws from the work at `mark`
-            measured = speed[obs] * led.bias[o_rows]
-            led.last_speed[o_rows] = measured
-            w, prev = led.obs_time[o_rows], led.obs_mean[o_rows]
-            led.obs_mean[o_rows] = (prev * w + measured * dt) / (w + dt)
-            led.obs_time[o_rows] = w + dt
-            mark = led.mark[o_rows]
-            led.mark[o_rows] = np.where(np.isnan(mark), before[obs], mark)
-            led.run_s[rows] += dt
-            led.gpu_s[rows] += r.gpus_arr * dt
+            o_blk = blk if ep.all_observed else blk[obs]
+            measured = ep.speed_o * o_blk[:, L_BIAS]
+            w, prev, mark = o_blk[:, L_OBS_TIME], o_blk[:, L_OBS_MEAN], o_blk[:, L_MARK]
+            mean = (prev * w + measured * dt) / (w + dt)
+            mark = np.where(np.isnan(mark), before if ep.all_observed else before[obs], mark)
+            w = w + dt
+            for col, val in ((L_LAST, measured), (L_OBS_MEAN, mean), (L_OBS_TIME, w), (L_MARK, mark)):
+                if ep.all_observed:
+                    blk[:, col] = val
+                else:
+                    blk[obs, col] = val
+            blk[:, L_STEPS] = np.minimum(before + gained, blk[:, L_TOTAL])
+            blk[:, L_RUN] += dt
+            blk[:, L_GPU] += r.gpus_arr * dt
             xn, xr = r.cross_node_arr * dt, r.cross_rack_arr * dt
-            led.xnode[rows] += xn
-            led.xrack[rows] += xr
+            blk[:, L_XNODE] += xn
+            blk[:, L_XRACK] += xr
+            held_here = ep.holding is rows  # every holding job runs: its dominant share is a column here
+            if held_here:
+                blk[:, L_DOM] += ep.shares * dt
+            led.data[rows] = blk
             tot.cross_node_bytes = np.cumsum(np.concatenate(([tot.cross_node_bytes], xn))).item(-1)
             tot.cross_rack_bytes = np.cumsum(np.concatenate(([tot.cross_rack_bytes], xr))).item(-1)
             tot.gpu_busy_s += r.gpus_busy * dt
@@ -762,7 +806,8 @@ class Simulator:
             n = len(self._active)
             tot.job_seconds += n * dt
             if n:  # a job without a placed task has dominant share 0
-                led.dom[ep.holding] += ep.shares * dt
+                if not held_here:
+                    led.dom[ep.holding] += ep.shares * dt
                 led.held[ep.holding] = True
                 denom = n * ep.shares_sq
                 jain = float(ep.shares_sum ** 2 / denom) if denom > 0 else 1.0
@@ -784,28 +829,12 @@ class Simulator:
     def _dominant_share(self, job: Job) -> float:
         """DRF's dominant share of what the job holds now (placed tasks), over cluster totals."""
         if job.share is None:
-            job.share = self._compute_share(job)
+            job.share = job.placed_dominant_share(self.cluster)
         return job.share
-
-    def _compute_share(self, job: Job) -> float:
-        c, m = self.cluster, job.model
-        placed = [t for t in job.tasks.values() if t.node >= 0]
-        if not placed:
-            return 0.0
-        nps = sum(1 for t in placed if t.role == "ps")
-        nw = len(placed) - nps
-        shares = [
-            (nps * m.ps.cpu + nw * m.worker.cpu) / c.cpus.sum(),
-            (nps * m.ps.mem_gb + nw * m.worker.mem_gb) / c.memory.sum(),
-        ]
-        if c.n_gpus:
-            shares.append(nw * m.worker.gpu / c.n_gpus)
-        return max(shares)
 
     def _finish_due(self, r: Rates) -> bool:
         ep, led = self._epoch, self._ledger
-        rows = ep.rows_running
-        due = np.flatnonzero(led.steps[rows] >= led.total[rows] * (1 - 1e-12) - EPS)
+        due = np.flatnonzero(led.steps[ep.rows_running] >= ep.done_at)
         finished = [ep.running[k] for k in due]
         for job in finished:
             job.steps_done = float(job.total_steps)
@@ -819,7 +848,7 @@ class Simulator:
                 self._unplace(t)
         if job.status == PENDING:
             self._pending.remove(job)
-        job.status = DONE
+        self._set_status(job, DONE)
         job.finish_s = self.now
         self._active.remove(job)
         self._rates = None

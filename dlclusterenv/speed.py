@@ -31,9 +31,11 @@ otherwise one symmetric slowdown from the models' Gandiva-scale `gpu_util` (prof
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
-from itertools import compress, count
-from operator import is_not
+from functools import cached_property
+from itertools import accumulate, compress, count, repeat
+from operator import attrgetter, is_, is_not
 from pathlib import Path
 
 import numpy as np
@@ -190,10 +192,13 @@ def gpu_compute_s(model: ModelSpec, gpu_type: str, name: str = "?") -> float:
         ) from None
 
 
-# per-job constants in JobPlan.consts, one column each (compute_rates stacks them)
+# per-job constants in JobPlan.consts, one column each (compute_rates stacks them); the last two
+# are the engine's, gathered with the plans so that it does not walk the running jobs for them at
+# every change of the rates: the job's row in the simulator's Ledger and the dominant share of
+# what it holds (Job.placed_dominant_share)
 (_NPS, _NW, _SYNC, _OVERHEAD, _UPDATE, _PS_REF, _UTIL, _W_REF, _TASK_TIME, _MESSAGES, _PHI, _OMEGA,
- _EVERY, _XNODE, _XRACK, _GPU) = range(16)
-_N_CONSTS = _GPU + 1
+ _EVERY, _XNODE, _XRACK, _GPU, ROW, SHARE) = range(18)
+_N_CONSTS = SHARE + 1
 
 
 @dataclass
@@ -227,7 +232,13 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
         on_gpu = m.compute_on == "gpu"
         every = job.spec.exchange_every
         comm = pattern(m, job.spec.comm).plan(cluster, m, job.spec.shard_nodes, ps_nodes, w_nodes, every)
-        links, inv = np.unique(comm.links, return_inverse=True)
+        # each link once, in link order, with its entries' bytes and flows summed in their order
+        # (np.unique's result, made in Python for a job's few entries)
+        entries = comm.links.tolist()
+        links = sorted(set(entries))
+        pos = {link: i for i, link in enumerate(links)}
+        inv = [pos[link] for link in entries]
+        links = np.array(links, dtype=np.int64)
         job.plan = JobPlan(
             task_ids=[t.task_id for t in ps + ws],
             task_node=np.concatenate([ps_nodes, w_nodes]),
@@ -243,9 +254,13 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
             consts=(len(ps), len(ws), float(m.sync), m.step_overhead_s, m.ps_update_s, m.ps.cpu,
                     m.gpu_util, (m.cpu_max or m.worker.cpu) if m.compute_on == "cpu" else 0.0,
                     comm.task_time, comm.messages, m.overlap, m.overlap_max, every,
-                    comm.cross_node, comm.cross_rack, m.worker.gpu),
+                    comm.cross_node, comm.cross_rack, m.worker.gpu, job.row,
+                    job.placed_dominant_share(cluster)),
         )
     return job.plan
+
+
+_PLAN = attrgetter("plan")
 
 
 class PlanStack:
@@ -292,41 +307,55 @@ class PlanStack:
             self.entry_counts = np.array([len(p.links) for p in plans], dtype=np.int64)
             return self
         mid = plans[a : n_new - b]
-        self.consts = np.concatenate([self.consts[:a], np.array([p.consts for p in mid], dtype=float)
-                                      .reshape(len(mid), _N_CONSTS), self.consts[n_old - b :]])
+        cut = n_old - b  # old plans [a, cut) are replaced by `mid`
+        if mid:
+            self.consts = np.concatenate([self.consts[:a], np.array([p.consts for p in mid], dtype=float)
+                                          .reshape(len(mid), _N_CONSTS), self.consts[cut:]])
+        else:  # jobs left, none came
+            self.consts = np.concatenate([self.consts[:a], self.consts[cut:]])
         ends = {kind: self.ends(kind) for kind in self.FIELDS}
         for kind, fields in self.FIELDS.items():
             e = ends[kind]
-            lo, hi = int(e[a]), int(e[n_old - b])
+            lo, hi = int(e[a]), int(e[cut])
             for f in fields:
                 arr = self.arrays[f]
                 self.arrays[f] = np.concatenate([arr[:lo], *(getattr(p, f) for p in mid), arr[hi:]])
-            mid_ends = lo + np.cumsum([len(getattr(p, fields[0])) for p in mid], dtype=np.int64)
-            top = int(mid_ends[-1]) if len(mid) else lo
-            self._ends[kind] = np.concatenate([e[: a + 1], mid_ends, e[n_old - b + 1 :] - hi + top])
+            mid_ends = list(accumulate((len(getattr(p, fields[0])) for p in mid), initial=lo))
+            self._ends[kind] = np.concatenate([e[:a], mid_ends, e[cut + 1 :] + (mid_ends[-1] - hi)])
         self.plans = list(plans)
         self.entry_counts = np.diff(self._ends["entry"])
         return self
 
 
 class Rates:
-    """Speeds and loads under the current placement; per-task cores are built on demand."""
+    """Speeds and loads under the current placement; per-job dicts and per-task cores are built
+    when first read (the engine reads only the arrays, and rates change at every event)."""
 
-    def __init__(self, ids, speed, cross_node, cross_rack, gpus, link_Bps, cpu_used, gpu_busy, plans, got):
+    def __init__(self, jobs, speed, cross_node, cross_rack, gpus, link_Bps, cpu_used, gpu_busy, plans, got, consts):
         # per running job, in the order given (arrays, for the engine's vectorised integration)
-        self.row: dict[str, int] = dict(zip(ids, range(len(ids))))
+        self._jobs = jobs
         self.speed_arr, self.cross_node_arr, self.cross_rack_arr = speed, cross_node, cross_rack
         self.gpus_arr = gpus  # GPUs each job holds (attained service per second)
-        self.speed: dict[str, float] = dict(zip(ids, speed.tolist()))  # local batches/s
         self.link_Bps: np.ndarray = link_Bps  # bytes/s per link direction (see link_capacity)
         self.cpu_used: np.ndarray = cpu_used  # cores in use per node
         self.gpu_busy: np.ndarray = gpu_busy  # bool per GPU: a running worker computes on it
         self._plans, self._got, self._cores = plans, got, None
+        self.consts = consts  # the jobs' JobPlan.consts, one row each (ROW, SHARE: the engine's)
         # cluster-wide totals, constant until the rates change (the engine integrates them)
         n = len(cpu_used)
         self.gpus_busy = float(gpu_busy.sum())
         self.cores_used = float(cpu_used.sum())
         self.nic_Bps = float(link_Bps[: 2 * n].sum())
+
+    @cached_property
+    def row(self) -> dict[str, int]:
+        """Each running job's row in the arrays."""
+        return {j.job_id: k for k, j in enumerate(self._jobs)}
+
+    @cached_property
+    def speed(self) -> dict[str, float]:
+        """Local batches/s of each running job."""
+        return dict(zip(self.row, self.speed_arr.tolist()))
 
     @property
     def cross_node_Bps(self) -> dict[str, float]:
@@ -347,6 +376,27 @@ class Rates:
         return self._cores
 
 
+class _ClusterConsts:
+    """What compute_rates reads of a cluster at every call, made once per cluster (a Cluster's
+    arrays are frozen)."""
+
+    def __init__(self, cluster: Cluster):
+        self.n_link = n_links(cluster)
+        self.cap = link_capacity(cluster)
+        self.ib = intra_base(cluster)
+        self.cpu_cap = cluster.cpus * (1 + 1e-12)  # a node is contended above this
+
+
+_CLUSTER_CONSTS: "weakref.WeakKeyDictionary[Cluster, _ClusterConsts]" = weakref.WeakKeyDictionary()
+
+
+def _cluster_consts(cluster: Cluster) -> _ClusterConsts:
+    cc = _CLUSTER_CONSTS.get(cluster)
+    if cc is None:
+        cc = _CLUSTER_CONSTS[cluster] = _ClusterConsts(cluster)
+    return cc
+
+
 def compute_rates(
     cluster: Cluster,
     jobs: list[Job],
@@ -359,83 +409,104 @@ def compute_rates(
     local batches per second: a sync job of w workers does w per step, an async one the sum of its
     workers' rates. `Job.total_steps` counts local batches, so an epoch takes fewer steps as w grows.
     `stack`: the caller's PlanStack, kept between calls (the Simulator's), else a fresh one."""
-    n, n_link = cluster.n_nodes, n_links(cluster)
-    cap = link_capacity(cluster)
+    n, cc = cluster.n_nodes, _cluster_consts(cluster)
+    n_link, cap = cc.n_link, cc.cap
     if not jobs:
         e = np.zeros(0)
-        return Rates([], e, e, e, e, np.zeros(n_link), np.zeros(n), np.zeros(cluster.n_gpus, bool), [], np.zeros(0))
-    plans = [j.plan or job_plan(cluster, j) for j in jobs]
+        return Rates([], e, e, e, e, np.zeros(n_link), np.zeros(n), np.zeros(cluster.n_gpus, bool), [], np.zeros(0),
+                     np.zeros((0, _N_CONSTS)))
+    plans = list(map(_PLAN, jobs))  # the cached plans, gathered at C speed; then the missing
+    for i in compress(count(), map(is_, plans, repeat(None))):
+        plans[i] = job_plan(cluster, jobs[i])
     n_jobs = len(jobs)
     st = (stack or PlanStack()).update(plans)
     arr, k = st.arrays, st.consts
     n_ps, n_w = k[:, _NPS].astype(np.int64), k[:, _NW].astype(np.int64)
+    # Sections that cannot change a speed are skipped (no contended node: no water-filling; no
+    # PS job: no PS factor, RPCs or update; every worker alone on its GPU: factor 1; all sync: no
+    # per-worker loops); what is computed keeps the full model's operations in their order, so
+    # the rates are the same bits either way (tests/test_engine_identity.py).
+    any_ps = bool(n_ps.any())
     # ---- CPU: max-min fair shares with soft limits, only contended nodes need water-filling
     t_node, want = arr["task_node"], arr["want"]
-    got = want.copy()
     total = np.bincount(t_node, weights=want, minlength=n)
-    contended = np.flatnonzero(total > cluster.cpus * (1 + 1e-12))
+    contended = np.flatnonzero(total > cc.cpu_cap)
     if len(contended):
+        got = want.copy()
         limit = arr["limit"]
         for node in contended:
             sel = np.flatnonzero(t_node == node)
             got[sel] = cpu_split(float(cluster.cpus[node]), want[sel], limit[sel])
-    cpu_used = np.bincount(t_node, weights=got, minlength=n)
+        cpu_used = np.bincount(t_node, weights=got, minlength=n)
+    else:  # every task gets the cores it wants
+        got, cpu_used = want, total
     eff = cpu_contention(got, want, t_node, contended, overheads)
     # ---- per-job constants, and per-worker arrays in job order
     sync = k[:, _SYNC] > 0
+    all_sync = bool(sync.all())
     overhead, update, ps_ref = k[:, _OVERHEAD], k[:, _UPDATE], k[:, _PS_REF]
     is_w = arr["is_worker"]
-    # PS factor: the most CPU-starved PS of the job (1 for all-reduce jobs, which have none)
-    ps_idx = np.flatnonzero(~is_w)
-    ps_job = np.repeat(np.arange(n_jobs), n_ps)
-    ratio = np.where(ps_ref[ps_job] > 0, np.minimum(1.0, eff[ps_idx] / np.maximum(ps_ref[ps_job], 1e-300)), 1.0)
-    ps_f = np.ones(n_jobs)
-    np.minimum.at(ps_f, ps_job, ratio)
-    ps_f = np.maximum(ps_f, 1e-9)
+    if any_ps and len(contended):
+        # PS factor: the most CPU-starved PS of the job (1 for all-reduce jobs, which have none;
+        # 1 for all when no node is contended: each PS gets the cores it wants, its reference)
+        ps_idx = np.flatnonzero(~is_w)
+        ps_job = np.repeat(np.arange(n_jobs), n_ps)
+        ratio = np.where(ps_ref[ps_job] > 0, np.minimum(1.0, eff[ps_idx] / np.maximum(ps_ref[ps_job], 1e-300)), 1.0)
+        ps_f = np.ones(n_jobs)
+        np.minimum.at(ps_f, ps_job, ratio)
+        ps_f = np.maximum(ps_f, 1e-9)
     # worker factors: GPU share (alone / time-sliced / packed) or CPU cores over the reference
-    w_job = np.repeat(np.arange(n_jobs), n_w)
-    w_idx = np.flatnonzero(is_w)
+    w_job = np.repeat(np.arange(n_jobs), n_w) if not all_sync else None
     w_gpu = arr["w_gpu"]
-    on_gpu = w_gpu >= 0
-    g = np.where(on_gpu, w_gpu, 0)
-    n_slots = max(cluster.n_gpus, int(g.max()) + 1)
-    util = k[w_job, _UTIL]
-    cnt = np.bincount(g[on_gpu], minlength=n_slots)
-    util_sum = np.bincount(g[on_gpu], weights=util[on_gpu], minlength=n_slots)
-    mode = np.zeros(n_slots, np.int8)
-    k_modes = min(len(gpu_mode), n_slots)
-    mode[:k_modes] = gpu_mode[:k_modes]
-    switch = 1.0 - min(overheads.suspend_resume_s / overheads.time_slice_s, 1.0)
-    share = np.maximum(cnt[g], 1)
-    # profiles.packing_speed, vectorised: (1 - eps) * min(1, 1 / sum of utilisations) ** gamma
-    packed = (1.0 - packing.eps) * np.minimum(1.0, 1.0 / np.maximum(util_sum[g], 1e-12)) ** packing.gamma
-    shared_packed = np.flatnonzero((cnt[: cluster.n_gpus] >= 2) & (mode[: cluster.n_gpus] == 1))
-    if packing.colocation is not None and len(shared_packed):
-        gavel = [j.model.gavel_job for j in jobs]
-        for gid in shared_packed:
-            ws = np.flatnonzero(on_gpu & (g == gid))
-            names = [gavel[w_job[i]] for i in ws]
-            if None not in names:
-                gpu = cluster.node_gpu_type[cluster.gpu_node[gid]]
-                packed[ws] = packing.colocation.factors(gpu, names)
-    f_gpu = np.where(share == 1, 1.0, np.where(mode[g] == 1, packed, switch / share))
-    w_ref = k[w_job, _W_REF]
-    f_cpu = np.where(w_ref > 0, eff[w_idx] / np.where(w_ref > 0, w_ref, 1.0), 1.0)
-    f = np.maximum(np.where(on_gpu, f_gpu, f_cpu), 1e-9)
+    alone = False
+    if w_gpu.min() >= 0:  # every worker computes on a GPU
+        cnt = np.bincount(w_gpu, minlength=cluster.n_gpus)
+        alone = cnt.max() <= 1
+    if alone:  # each on a GPU of its own: its factor is 1 (x / 1.0 is x)
+        c_w = arr["w_compute"]
+    else:
+        if w_job is None:
+            w_job = np.repeat(np.arange(n_jobs), n_w)
+        w_idx = np.flatnonzero(is_w)
+        on_gpu = w_gpu >= 0
+        g = np.where(on_gpu, w_gpu, 0)
+        n_slots = max(cluster.n_gpus, int(g.max()) + 1)
+        util = k[w_job, _UTIL]
+        cnt = np.bincount(g[on_gpu], minlength=n_slots)
+        util_sum = np.bincount(g[on_gpu], weights=util[on_gpu], minlength=n_slots)
+        mode = np.zeros(n_slots, np.int8)
+        k_modes = min(len(gpu_mode), n_slots)
+        mode[:k_modes] = gpu_mode[:k_modes]
+        switch = 1.0 - min(overheads.suspend_resume_s / overheads.time_slice_s, 1.0)
+        share = np.maximum(cnt[g], 1)
+        # profiles.packing_speed, vectorised: (1 - eps) * min(1, 1 / sum of utilisations) ** gamma
+        packed = (1.0 - packing.eps) * np.minimum(1.0, 1.0 / np.maximum(util_sum[g], 1e-12)) ** packing.gamma
+        shared_packed = np.flatnonzero((cnt[: cluster.n_gpus] >= 2) & (mode[: cluster.n_gpus] == 1))
+        if packing.colocation is not None and len(shared_packed):
+            gavel = [j.model.gavel_job for j in jobs]
+            for gid in shared_packed:
+                ws = np.flatnonzero(on_gpu & (g == gid))
+                names = [gavel[w_job[i]] for i in ws]
+                if None not in names:
+                    gpu = cluster.node_gpu_type[cluster.gpu_node[gid]]
+                    packed[ws] = packing.colocation.factors(gpu, names)
+        f_gpu = np.where(share == 1, 1.0, np.where(mode[g] == 1, packed, switch / share))
+        w_ref = k[w_job, _W_REF]
+        f_cpu = np.where(w_ref > 0, eff[w_idx] / np.where(w_ref > 0, w_ref, 1.0), 1.0)
+        f = np.maximum(np.where(on_gpu, f_gpu, f_cpu), 1e-9)
+        c_w = arr["w_compute"] / f  # each worker's, slowed by its share
     # ---- links: the sparse (job, link) incidence, one entry per link a job uses; each link
     # direction is shared equally per flow. A job's network time is its busiest NIC or uplink (or
     # its slowest capped connection); GPU transfers are staged through the host path, so its
     # busiest host path adds to it. Sums run in job order, as the dense jobs x links sums did.
-    e_job = np.repeat(np.arange(n_jobs), st.entry_counts)
     e_link, e_bytes, e_flows = arr["links"], arr["nbytes"], arr["flows"]
     flows_total = np.bincount(e_link, weights=e_flows, minlength=n_link)
     t_entry = (e_bytes * flows_total[e_link] / cap[e_link]) / e_flows
-    ib = intra_base(cluster)
-    net_e = e_link < ib
+    net_e = e_link < cc.ib
     # per-job maxima over each job's run of entries (0 where it has none of the kind)
     counts = st.entry_counts
     has = counts > 0
-    starts = (np.cumsum(counts) - counts)[has]
+    starts = st.ends("entry")[:-1][has]
     net, host = np.zeros(n_jobs), np.zeros(n_jobs)
     if len(starts):
         net[has] = np.maximum.reduceat(np.where(net_e, t_entry, 0.0), starts)
@@ -448,38 +519,51 @@ def compute_rates(
     # Per step a worker makes p request/response round trips and a PS serves w of them, each with
     # a fixed RPC cost: Optimus' t4*p and t3*w terms.
     phi, omega = k[:, _PHI], k[:, _OMEGA]
-    # the RPCs and the PS update happen once per exchange, every k steps (comm is already per step)
-    every = k[:, _EVERY]
-    rpc = overheads.rpc_s * np.where(n_ps > 0, n_ps + n_w, 0) / every
     comm = net + host + latency
-    upd = np.where(n_ps > 0, update / np.maximum(n_ps, 1) / ps_f, 0.0) / every
-    w_off = np.concatenate([[0], np.cumsum(n_w)[:-1]])
+    w_off = st.ends("worker")[:-1]
     # sync waits for the slowest worker, and its PS apply every worker's gradient
-    c_w = arr["w_compute"] / f  # each worker's, slowed by its share
     slowest = np.maximum.reduceat(c_w, w_off)
-    x_sync = comm + upd * n_w
-    t_sync = slowest + overhead + rpc + x_sync - np.minimum(phi * slowest, omega * x_sync)
-    # async workers run their own loops; the job's speed is the sum of their rates
-    x_w = (comm + upd)[w_job]
-    per_worker = c_w + (overhead + rpc)[w_job] + x_w - np.minimum(phi[w_job] * c_w, omega[w_job] * x_w)
-    s_async = np.add.reduceat(1.0 / per_worker, w_off)
+    if any_ps:
+        # the RPCs and the PS update happen once per exchange, every k steps (comm is already per step)
+        every = k[:, _EVERY]
+        rpc = overheads.rpc_s * np.where(n_ps > 0, n_ps + n_w, 0) / every
+        upd = update / np.maximum(n_ps, 1)
+        if len(contended):  # (x / 1.0 is x)
+            upd = upd / ps_f
+        upd = np.where(n_ps > 0, upd, 0.0) / every
+        x_sync = comm + upd * n_w
+        t_sync = slowest + overhead + rpc + x_sync - np.minimum(phi * slowest, omega * x_sync)
+    else:  # no RPCs and no update: their terms are 0.0, and a + 0.0 is a
+        x_sync = comm
+        t_sync = slowest + overhead + x_sync - np.minimum(phi * slowest, omega * x_sync)
     # speeds in local batches per second (weak scaling: a sync step is one batch per worker)
-    s = np.where(sync, n_w / t_sync, s_async)
+    if all_sync:
+        s = n_w / t_sync
+    else:
+        # async workers run their own loops; the job's speed is the sum of their rates
+        if any_ps:
+            x_w = (comm + upd)[w_job]
+            per_worker = c_w + (overhead + rpc)[w_job] + x_w - np.minimum(phi[w_job] * c_w, omega[w_job] * x_w)
+        else:
+            x_w = comm[w_job]
+            per_worker = c_w + overhead[w_job] + x_w - np.minimum(phi[w_job] * c_w, omega[w_job] * x_w)
+        s_async = np.add.reduceat(1.0 / per_worker, w_off)
+        s = np.where(sync, n_w / t_sync, s_async)
     moved = s / n_w  # steps/s of the exchange: a sync step, or one async worker's update
-    ids = [j.job_id for j in jobs]
     xn = k[:, _XNODE] * moved
     xr = k[:, _XRACK] * moved
     return Rates(
-        ids,
+        jobs,
         s,
         xn,
         xr,
         n_w * k[:, _GPU],
-        np.bincount(e_link, weights=e_bytes * moved[e_job], minlength=n_link),
+        np.bincount(e_link, weights=e_bytes * np.repeat(moved, counts), minlength=n_link),
         cpu_used,
         cnt[: cluster.n_gpus] > 0,
         plans,
         got,
+        k,
     )
 
 

@@ -1,0 +1,141 @@
+"""The engine's per-event shortcuts (branch sim4) leave every trajectory bit-identical.
+
+compute_rates skips sections that cannot change a speed, the Ledger is one array gathered once
+per event, the running list is kept as jobs start and stop, and a plan's links are merged in
+Python. Expected hashes were recorded on main at be98cdb, before these changes, with the same
+scheme as tests/test_engine_identity.py (engine totals and timeline; every job's finish, work,
+integrals and observations)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+import baselines
+import dlclusterenv
+from dlclusterenv.comm import pattern
+from dlclusterenv.jobs import RUNNING
+from dlclusterenv.speed import job_plan
+from dlclusterenv.workload import load_scenario
+from helpers import needs_philly
+
+# all virtual clusters, 2017-10-01..02 (271 jobs): all-reduce jobs, mostly one GPU each, so
+# every compute_rates call takes the shortcuts; Tiresias also preempts and resumes (paused jobs)
+PHILLY_DAY = {
+    "fifo": ("339884027a64", "89dcb25f840b"),
+    "tiresias": ("7e390eece5ca", "b1a0a9991bc1"),
+}
+
+
+def _hash(value) -> str:
+    return hashlib.sha256(repr(value).encode()).hexdigest()[:12]
+
+
+def _run(sc, policy: str):
+    sim = dlclusterenv.make_sim(sc, 0)
+    sim.run(baselines.make(policy))
+    t = sim.totals
+    totals = (t.job_seconds, t.cross_node_bytes, t.cross_rack_bytes, t.gpu_busy_s, t.cpu_used_s,
+              t.net_bytes, t.jain_s, t.jain_time, t.timeline)
+    jobs = sorted((j.job_id, repr(j.finish_s), repr(j.steps_done), j.bytes_cross_node, j.bytes_cross_rack,
+                   j.run_s, j.attained_gpu_s, j.dom_share_time, tuple(j.obs_loss),
+                   tuple(sorted(j.obs_speed.items())), j.last_speed)
+                  for j in sim.jobs.values())
+    return _hash(totals), _hash(jobs)
+
+
+@needs_philly
+@pytest.mark.parametrize("policy", sorted(PHILLY_DAY))
+def test_philly_all_vc_day_matches_main(policy):
+    sc = load_scenario("philly")[0].model_dump()
+    window = sc["workload"]["trace"]
+    window.update(vc=None, start="2017-10-01", end="2017-10-02")
+    assert _run(sc, policy) == PHILLY_DAY[policy]
+
+
+@pytest.mark.parametrize("scenario,policy", [("default", "tiresias"), ("default", "optimus"),
+                                             ("gandiva", "gandiva")])
+def test_running_list_and_pause_bound_are_kept(scenario, policy):
+    """The kept running list equals the running jobs among those holding nodes at every decision
+    (starts, ends, preemptions, resizes, migrations), and no running job sleeps past _pause_end."""
+    sim = dlclusterenv.make_sim(scenario, 0)
+    sched = baselines.make(policy)
+    sched.reset(0)
+    changes = 0
+    while not sim.done:
+        before = sim.running_jobs()
+        sim.decide(sched)
+        sim.advance()
+        running = sim.running_jobs()
+        changes += running is not before
+        assert running == [j for j in sim._holding if j.status == RUNNING]
+        assert all(j.paused_until <= sim._pause_end for j in running)
+    assert changes > 10
+
+
+@pytest.mark.parametrize("scenario,policy", [("default", "fifo"), ("d2s_mixed", "d2s"),
+                                             ("hetero_mixed", "gavel"), ("gandiva", "gandiva")])
+def test_plan_links_merge_as_np_unique(scenario, policy):
+    """job_plan merges a plan's (link, bytes, flows) entries in Python; np.unique and bincount
+    give the same links, sums and dtypes."""
+    sim = dlclusterenv.make_sim(scenario, 0)
+    sched = baselines.make(policy)
+    sched.reset(0)
+    seen = 0
+    while not sim.done and seen < 200:
+        sim.decide(sched)
+        sim.advance()
+        for job in sim.running_jobs():
+            plan = job_plan(sim.cluster, job)
+            m = job.model
+            ps = np.array([t.node for t in job.ps_tasks()], dtype=np.int64)
+            ws = np.array([t.node for t in job.worker_tasks()], dtype=np.int64)
+            comm = pattern(m, job.spec.comm).plan(sim.cluster, m, job.spec.shard_nodes, ps, ws,
+                                                  job.spec.exchange_every)
+            links, inv = np.unique(comm.links, return_inverse=True)
+            for got, want in ((plan.links, links),
+                              (plan.nbytes, np.bincount(inv, weights=comm.nbytes, minlength=len(links))),
+                              (plan.flows, np.bincount(inv, weights=comm.flows, minlength=len(links)))):
+                assert got.dtype == want.dtype and np.array_equal(got, want)
+            seen += 1
+    assert seen >= 50
+
+
+def test_rates_dicts_match_the_arrays():
+    """Rates' per-job dicts, built when read, hold the arrays' values in the jobs' order."""
+    sim = dlclusterenv.make_sim("default", 0)
+    fifo = baselines.make("fifo")
+    fifo.reset(0)
+    while len(sim.running_jobs()) < 3:
+        sim.decide(fifo)
+        sim.advance()
+    r = sim.rates()
+    ids = [j.job_id for j in sim.running_jobs() if j.paused_until <= sim.now + 1e-9]
+    assert list(r.row) == ids and list(r.row.values()) == list(range(len(ids)))
+    assert r.speed == dict(zip(ids, r.speed_arr.tolist()))
+    assert r.cross_node_Bps == dict(zip(ids, r.cross_node_arr.tolist()))
+
+
+def test_views_share_the_loss_history_until_an_epoch_is_added():
+    """A running job's views hold its observed losses as one tuple, equal to obs_loss, made
+    again only when the history grows."""
+    sim = dlclusterenv.make_sim("default", 0)
+    fifo = baselines.make("fifo")
+    fifo.reset(0)
+    grew = shared = 0
+    last: dict[str, tuple] = {}
+    while not sim.done:
+        sim.decide(fifo)
+        for job in sim.running_jobs():
+            a, b = sim.job_view(job).observed_loss, sim.job_view(job).observed_loss
+            assert a is b and a == tuple(job.obs_loss)
+            prev = last.get(job.job_id)
+            if prev is not None:
+                assert a[: len(prev)] == prev
+                grew += len(a) > len(prev)
+                shared += a is prev
+            last[job.job_id] = a
+        sim.advance()
+    assert grew > 10 and shared > 10
