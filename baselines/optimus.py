@@ -91,7 +91,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, insort
-from itertools import islice
+from itertools import chain, islice
 import math
 from collections import Counter
 from collections.abc import Callable
@@ -168,9 +168,11 @@ class _LossFit:
     not depend on the thread count)."""
 
     def __init__(self, points: tuple[tuple[int, float], ...]):
-        pts = np.asarray(points, dtype=float)
+        # the same doubles as np.asarray(points, float), read flat (a Philly job has thousands of
+        # points: asarray of a tuple of tuples was half the cost of a fit)
+        n = len(points)
+        pts = np.fromiter(chain.from_iterable(points), float, 2 * n).reshape(n, 2)
         self.k, y = np.ascontiguousarray(pts[:, 0]), pts[:, 1]
-        n = len(y)
         # [code] _loss_curve_fitting: sigma / 4 per segment, so weights 1/sigma^2 x 16
         self.w = 16.0 ** (np.arange(n) // math.ceil(n / LOSS_SEGMENTS))
         self.sw = self.w.sum()
@@ -569,7 +571,10 @@ class AllocJob:
     job_id: str
     ps: Demand
     worker: Demand
-    remaining: float  # Q_j, steps
+    # Q_j, steps; or a function that gives it, called once when the job's gain first needs it
+    # (the loss fit behind it is the costly part at Philly scale, and a job that does not grow,
+    # or whose speeds are unknown, never needs it)
+    remaining: float | Callable[[], float]
     speed: Callable[[int, int, Layout | None], float | None]
     factor: float = 1.0  # seed 002: 0.95 at the beginning of training
     starts: tuple[tuple[int, int], ...] = ()  # profiling: untried shapes, the first that fits
@@ -578,6 +583,12 @@ class AllocJob:
     prefer: tuple[int, ...] = ()  # the servers its tasks are on now
     placed_speed: bool = False
     uses_ps: bool = True  # False: an all-reduce job, grown by workers only from (0, 1)
+
+    def work(self) -> float:
+        """Q_j, computed on first use when `remaining` is a function."""
+        if callable(self.remaining):
+            self.remaining = self.remaining()
+        return self.remaining
 
 
 def allocate(
@@ -638,7 +649,7 @@ def allocate(
             sh = shares.get(d)
             if sh is None:
                 sh = shares[d] = dominant_share(d, totals)
-            gain = marginal_gain(job.remaining, f0, f1, d, totals, sh)
+            gain = marginal_gain(job.work(), f0, f1, d, totals, sh) if f0 and f1 else -math.inf
             out.append((job.factor * gain, pw, got))
         out.sort(key=lambda o: -o[0])
         if not job.placed_speed:
@@ -793,7 +804,7 @@ class Optimus(Scheduler):
             job.job_id,
             job.ps_demand,
             job.worker_demand,
-            self.remaining_steps(view, job),
+            lambda: self.remaining_steps(view, job),
             speed,
             self.early_factor if early else 1.0,
             starts,
