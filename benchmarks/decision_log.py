@@ -18,6 +18,7 @@ import sys
 
 import baselines
 import dlclusterenv
+from dlclusterenv.api import Scheduler
 from dlclusterenv.workload import load_scenario
 
 
@@ -34,10 +35,11 @@ def scenario_of(name: str, vc: str | None, start: str | None, end: str | None) -
     return s
 
 
-def decision_log(scenario: str | dict, policy: str, seed: int = 0) -> list[str]:
-    """The run's lines (see the module docstring), without the digest."""
+def decision_log(scenario: str | dict, policy: str | Scheduler, seed: int = 0) -> list[str]:
+    """The run's lines (see the module docstring), without the digest. `policy`: a registered
+    name or a scheduler (a variant with options)."""
     sim = dlclusterenv.make_sim(scenario, seed)
-    sched = baselines.make(policy)
+    sched = baselines.make(policy) if isinstance(policy, str) else policy
     sim.reset()
     sched.reset(seed)
     out = []
