@@ -30,10 +30,22 @@ Choices where the sources leave room (each one is a knob or stated here):
   from the shares jobs hold now (as Mesos / YARN run DRF). Growing a running job costs the
   simulator's checkpoint pause.
 - Ties: the earliest-arrived job (user: its earliest job) first.
+
+Scale (Philly, all VCs: thousands of jobs, issue 14), decisions as the plain filling's
+(tests/test_baseline_drf.py pins them): the filling keeps the users in a heap on (dominant share,
+order) — only the user that just got a task changes its share, so the heap pops the same user the
+scan over every user did; a task demand that fitted nowhere fits nowhere for the rest of the
+filling (free capacity only shrinks in it), so later jobs with it are skipped without placing; and
+a running job's view is kept from the first decision point that sees it running until this
+scheduler changes it (grows it), its held resources summed once: a running job's tasks change only
+by a decision (the engine rebuilds a running job's view at every read, its progress moves). A
+caller that applies decisions of its own to running jobs between this scheduler's decision points
+must call reset().
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -102,6 +114,11 @@ class DRF(Scheduler):
         self.per = per
         self.placer = get_placer(placer)
         self.max_tasks = max_tasks
+        self._seen: dict[str, tuple[JobView, np.ndarray]] = {}  # job id -> (view, held)
+
+    def reset(self, seed: int | None = None) -> None:
+        super().reset(seed)
+        self._seen = {}
 
     def decide(self, view: ClusterView) -> Decision:
         d = Decision()
@@ -109,6 +126,7 @@ class DRF(Scheduler):
             if not (job.ps or job.workers):
                 continue
             jid, (p0, w0), (p, w) = job.view.job_id, job.base, job.counts
+            self._seen.pop(jid, None)  # changed by this decision: read its view again
             if (p, w) != (job.view.num_ps, job.view.num_workers):
                 d.allocate[jid] = (p, w)
             for i, n in enumerate(job.ps):
@@ -122,35 +140,59 @@ class DRF(Scheduler):
         return self._plan(view)[0]
 
     def _plan(self, view: ClusterView) -> tuple[list[Pick], list[_Job]]:
+        c = view.cluster
+        gpu = c.n_gpus > 0
+        totals = np.array([c.cpus.sum(), c.memory.sum()] + ([c.n_gpus] if gpu else []), float)
+        active = self._views(view, len(totals), gpu)
         excluded: set[str] = set()
         while True:
-            picks, jobs = self._fill(view, excluded)
+            picks, jobs = self._fill(view, active, totals, excluded)
             stuck = {j.view.job_id for j in jobs
                      if (j.ps or j.workers) and min(j.counts) < 1 and j.view.comm == "ps"}
             if not stuck:
                 return picks, jobs
             excluded |= stuck  # pending jobs that got a worker but no PS: refill without them
 
+    def _views(self, view: ClusterView, n: int, gpu: bool) -> list[tuple[JobView, np.ndarray]]:
+        """(view, resources its placed tasks hold) of every active job in arrival order; a
+        running job's kept from the first decision point that sees it running (module docstring),
+        a pending job's as long as the engine keeps its view (until the job changes)."""
+        running = set(view.running.job_ids())
+        prev, self._seen = self._seen, {}
+        out = []
+        for k, jid in enumerate(view.jobs.job_ids()):
+            got = prev.get(jid) if jid in running else None
+            if got is None or got[0].status != "running":
+                jv = view.jobs[k]
+                got = prev.get(jid)
+                if got is None or got[0] is not jv:
+                    got = (jv, sum((self._vec(t.demand, gpu) for t in jv.tasks if t.node >= 0),
+                                   np.zeros(n)))
+            self._seen[jid] = got
+            out.append(got)
+        return out
+
+    @staticmethod
+    def _vec(dem: Demand, gpu: bool) -> np.ndarray:
+        return np.array([dem.cpu, dem.mem_gb] + ([dem.gpu] if gpu else []), float)
+
     # ------------------------------------------------------------------ the filling
-    def _fill(self, view: ClusterView, excluded: set[str]) -> tuple[list[Pick], list[_Job]]:
+    def _fill(
+        self, view: ClusterView, active: list[tuple[JobView, np.ndarray]], totals: np.ndarray,
+        excluded: set[str],
+    ) -> tuple[list[Pick], list[_Job]]:
         c = view.cluster
         gpu = c.n_gpus > 0
-        totals = np.array([c.cpus.sum(), c.memory.sum()] + ([c.n_gpus] if gpu else []), float)
-
-        def vec(dem: Demand) -> np.ndarray:
-            return np.array([dem.cpu, dem.mem_gb] + ([dem.gpu] if gpu else []), float)
-
         cap = Capacity.of(view)
         used = totals - np.array(
             [cap.cpu.sum(), cap.mem.sum()] + ([cap.gpu.sum()] if gpu else []), float
         )
         jobs: list[_Job] = []
         groups: dict[str, list[_Job]] = {}
-        for k, jv in enumerate(view.jobs):
+        for k, (jv, held) in enumerate(active):
             if jv.job_id in excluded:
                 continue
             running = jv.status == "running"
-            held = sum((vec(t.demand) for t in jv.tasks if t.node >= 0), np.zeros(len(totals)))
             job = _Job(jv, k, (jv.num_ps, jv.num_workers) if running else (0, 0), held)
             jobs.append(job)
             groups.setdefault(jv.job_id if self.per == "job" else jv.user, []).append(job)
@@ -159,40 +201,50 @@ class DRF(Scheduler):
         def share(js: list[_Job]) -> np.ndarray:
             return sum((j.held for j in js), np.zeros(len(totals))) / totals
 
+        def key(g: str) -> tuple[float, int, str]:
+            return float(share(groups[g]).max() / weight[g]), groups[g][0].order, g
+
+        # Seed 002 Table 1: the user with the lowest (weighted) dominant share goes next. Only
+        # the user served in a round changes, so a heap of the live users (one entry each, keys
+        # unique by order) pops what a scan of them all would pick.
+        heap = [key(g) for g in groups]
+        heapq.heapify(heap)
+        full: set[tuple[float, float, float, float]] = set()  # demands that fitted nowhere
         picks: list[Pick] = []
-        while True:
-            live = [g for g, js in groups.items() if any(j.open for j in js)]
-            if not live:
-                break
-            # Seed 002 Table 1: the user with the lowest (weighted) dominant share goes next.
-            g = min(live, key=lambda g: (share(groups[g]).max() / weight[g], groups[g][0].order))
+        while heap:
+            g = heapq.heappop(heap)[2]
             job = min(
                 (j for j in groups[g] if j.open),
                 key=lambda j: (float((j.held / totals).max()), j.order),
             )
             if sum(job.counts) >= self.max_tasks:
                 job.open = False
-                continue
-            role = job.next_role()
-            dem = job.view.ps_demand if role == "ps" else job.view.worker_demand
-            node = self.placer(c, cap, dem, job.ps + job.workers)
-            if node < 0:  # fits nowhere: skip this job, keep filling the others
-                job.open = False
-                continue
-            cap.take(node, dem)
-            (job.ps if role == "ps" else job.workers).append(node)
-            job.held = job.held + vec(dem)
-            used = used + vec(dem)
-            picks.append(
-                Pick(
-                    job.view.job_id,
-                    g,
-                    role,
-                    node,
-                    tuple(float(x) for x in share(groups[g])),
-                    tuple(float(x) for x in used / totals),
-                )
-            )
+            else:
+                role = job.next_role()
+                dem = job.view.ps_demand if role == "ps" else job.view.worker_demand
+                need = (dem.cpu, dem.mem_gb, dem.bw_MBps, dem.gpu)
+                node = -1 if need in full else self.placer(c, cap, dem, job.ps + job.workers)
+                if node < 0:  # fits nowhere: skip this job, keep filling the others
+                    full.add(need)
+                    job.open = False
+                else:
+                    cap.take(node, dem)
+                    (job.ps if role == "ps" else job.workers).append(node)
+                    v = self._vec(dem, gpu)
+                    job.held = job.held + v
+                    used = used + v
+                    picks.append(
+                        Pick(
+                            job.view.job_id,
+                            g,
+                            role,
+                            node,
+                            tuple(float(x) for x in share(groups[g])),
+                            tuple(float(x) for x in used / totals),
+                        )
+                    )
+            if any(j.open for j in groups[g]):
+                heapq.heappush(heap, key(g))
         return picks, jobs
 
     def _weight(self, group: str, jobs: list[_Job]) -> float:

@@ -91,7 +91,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, insort
-from itertools import islice
+from itertools import chain, islice
 import math
 from collections import Counter
 from collections.abc import Callable
@@ -158,6 +158,13 @@ def loss_curve(k, b0, b1, b2):
     return 1.0 / (b0 * k + b1) + b2
 
 
+def loss_array(points: tuple[tuple[int, float], ...]) -> np.ndarray:
+    """(n, 2) float array of (epoch, loss): the same doubles as np.asarray(points, float), read
+    flat (a Philly job has 10,000-260,000 points; asarray of a tuple of tuples was half a fit)."""
+    n = len(points)
+    return np.fromiter(chain.from_iterable(points), float, 2 * n).reshape(n, 2)
+
+
 class _LossFit:
     """Weighted least squares of l(k) = a/(k + c) + b2 over a, b2 >= 0 at a given c >= 0.
 
@@ -167,8 +174,8 @@ class _LossFit:
     then .sum() (no BLAS: a threaded dot costs ~100x more on a busy machine, and the sums then do
     not depend on the thread count)."""
 
-    def __init__(self, points: tuple[tuple[int, float], ...]):
-        pts = np.asarray(points, dtype=float)
+    def __init__(self, points: tuple[tuple[int, float], ...] | np.ndarray):
+        pts = points if isinstance(points, np.ndarray) else loss_array(points)
         self.k, y = np.ascontiguousarray(pts[:, 0]), pts[:, 1]
         n = len(y)
         # [code] _loss_curve_fitting: sigma / 4 per segment, so weights 1/sigma^2 x 16
@@ -205,9 +212,12 @@ class _LossFit:
         return self.solve(math.exp(u))[2]
 
 
-def fit_loss(points: tuple[tuple[int, float], ...]) -> tuple[float, float, float] | None:
+def fit_loss(
+    points: tuple[tuple[int, float], ...] | np.ndarray,
+) -> tuple[float, float, float] | None:
     """(b0, b1, b2) >= 0 minimising the weighted squared error over the observed (epoch, loss),
-    later points weighted more ([code]); epochs count from 1.
+    later points weighted more ([code]); epochs count from 1. `points`: pairs, or their
+    loss_array.
 
     Seed 003: the loss model, fitted to the points so far ("the fit improves as more points come
     in"). The search over c = b1/b0 (see _LossFit): ln c on a grid (LOSS_C_GRID: 1e-16, then
@@ -569,7 +579,10 @@ class AllocJob:
     job_id: str
     ps: Demand
     worker: Demand
-    remaining: float  # Q_j, steps
+    # Q_j, steps; or a function that gives it, called once when the job's gain first needs it
+    # (the loss fit behind it is the costly part at Philly scale, and a job that does not grow,
+    # or whose speeds are unknown, never needs it)
+    remaining: float | Callable[[], float]
     speed: Callable[[int, int, Layout | None], float | None]
     factor: float = 1.0  # seed 002: 0.95 at the beginning of training
     starts: tuple[tuple[int, int], ...] = ()  # profiling: untried shapes, the first that fits
@@ -578,6 +591,12 @@ class AllocJob:
     prefer: tuple[int, ...] = ()  # the servers its tasks are on now
     placed_speed: bool = False
     uses_ps: bool = True  # False: an all-reduce job, grown by workers only from (0, 1)
+
+    def work(self) -> float:
+        """Q_j, computed on first use when `remaining` is a function."""
+        if callable(self.remaining):
+            self.remaining = self.remaining()
+        return self.remaining
 
 
 def allocate(
@@ -638,7 +657,7 @@ def allocate(
             sh = shares.get(d)
             if sh is None:
                 sh = shares[d] = dominant_share(d, totals)
-            gain = marginal_gain(job.remaining, f0, f1, d, totals, sh)
+            gain = marginal_gain(job.work(), f0, f1, d, totals, sh) if f0 and f1 else -math.inf
             out.append((job.factor * gain, pw, got))
         out.sort(key=lambda o: -o[0])
         if not job.placed_speed:
@@ -693,10 +712,25 @@ def _assign(current: list[int], nodes: tuple[int, ...]) -> list[int]:
 
 @dataclass
 class _Estimates:
-    """Per-model pooled speed samples (job -> {(p, w): steps/s}) and cached loss fits."""
+    """Per-model pooled speed samples (job -> {(p, w): steps/s}), cached loss fits, and each
+    active job's loss points as read so far (the points and their loss_array), extended by the
+    points that came in since (a job's observed losses only grow)."""
 
     speeds: dict[str, dict[str, dict[tuple[int, int], float]]] = field(default_factory=dict)
     loss: dict[str, tuple[int, tuple[float, float, float] | None]] = field(default_factory=dict)
+    points: dict[str, tuple[tuple, np.ndarray]] = field(default_factory=dict)
+
+    def loss_points(self, job: JobView) -> np.ndarray:
+        """loss_array(job.observed_loss), converting only the points not read before."""
+        obs = job.observed_loss
+        prev = self.points.get(job.job_id)
+        m = 0 if prev is None else len(prev[0])
+        if prev is None or len(obs) < m or obs[:m] != prev[0]:
+            arr = loss_array(obs)
+        else:
+            arr = np.concatenate([prev[1], loss_array(obs[m:])])
+        self.points[job.job_id] = (obs, arr)
+        return arr
 
 
 class Optimus(Scheduler):
@@ -743,7 +777,7 @@ class Optimus(Scheduler):
         n = len(job.observed_loss)
         cached = self._est.loss.get(job.job_id)
         if cached is None or cached[0] != n:
-            cached = (n, fit_loss(job.observed_loss))
+            cached = (n, fit_loss(self._est.loss_points(job)))
             self._est.loss[job.job_id] = cached
         b = cached[1]
         if b is None:
@@ -793,7 +827,7 @@ class Optimus(Scheduler):
             job.job_id,
             job.ps_demand,
             job.worker_demand,
-            self.remaining_steps(view, job),
+            lambda: self.remaining_steps(view, job),
             speed,
             self.early_factor if early else 1.0,
             starts,
@@ -815,6 +849,9 @@ class Optimus(Scheduler):
         if full:
             self._next_full = (math.floor(view.time / self.interval_s + 1e-9) + 1) * self.interval_s
         movable = list(view.jobs) if full else list(view.pending)
+        if full:  # the loss points of jobs no longer active are not read again
+            ids = {j.job_id for j in movable}
+            self._est.points = {k: v for k, v in self._est.points.items() if k in ids}
         if not movable:
             return Decision()
         c = view.cluster

@@ -3,8 +3,10 @@ per-user pooling, and the default scenario through both front doors."""
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from fractions import Fraction as F
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -174,3 +176,137 @@ def test_reproduce_claims_exact():
     claims = reproduce.run("drf", 1)
     assert [c.simulated for c in claims if c.kind == "claim"] == ["B, A, A, B, A", "3", "2", "2/3", "2/3"]
     assert all(c.direction_ok for c in claims)
+
+
+# Issue 14 (branch sched4): the heap of users, the skip of demands that fitted nowhere and the kept
+# views of running jobs decide as main did before them. SHA-256 prefixes of
+# benchmarks/decision_log.py's log (every decision, every job's finish time), recorded on main
+# at be98cdb; the Philly 1-VC week and the all-VC day were compared whole (README, Benchmarks).
+MAIN_LOGS = {
+    ("drf", 0): "a0ebb81ff1bcff52",
+    ("drf", 1): "73286badb9c3b8ee",
+    ("drf", 2): "0c007ed4525aabb0",
+    ("pack", 0): "87ba528e3816a3b0",
+    ("pack", 1): "b4eab863569b23bb",
+}
+
+
+@pytest.mark.parametrize("variant, seed", sorted(MAIN_LOGS))
+def test_decisions_as_main(variant, seed):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from decision_log import decision_log, digest
+
+    sched = DRF() if variant == "drf" else DRF(placer=variant)
+    assert digest(decision_log("default", sched, seed))[:16] == MAIN_LOGS[(variant, seed)]
+
+
+def test_per_user_heap_picks_as_a_scan():
+    """Three users of one to three jobs of two shapes on 4 nodes: the heap's picks are those of
+    the scan the filling did before (every pick: the minimum over every live user)."""
+    cluster = make_cluster(nodes_per_rack=4, cpus=10, memory_gb=40)
+    zoo = make_zoo(
+        A=model_dict(ps={"cpu": 1, "mem_gb": 4}, worker={"cpu": 1, "mem_gb": 4}),
+        B=model_dict(ps={"cpu": 3, "mem_gb": 1}, worker={"cpu": 3, "mem_gb": 1}),
+    )
+    users = ["u1", "u2", "u1", "u3", "u2", "u1"]
+    jobs = [JobSpec(f"x{k}", "AB"[k % 2], 0.0, 1, 2, user=u) for k, u in enumerate(users)]
+    drf = DRF(per="user")
+    drf.reset(0)
+    got = drf.fill(Simulator(cluster, jobs, zoo).view())
+    assert len({p.user for p in got}) == 3 and len(got) > 20
+    assert got == _scan_fill(Simulator(cluster, jobs, zoo).view())
+
+
+def _scan_fill(view) -> list:
+    """The filling before the heap, per user: every pick scans every live user; refilled without
+    the jobs that got a worker but no PS (as DRF._plan)."""
+    excluded: set = set()
+    while True:
+        picks = _scan_once(view, excluded)
+        got = Counter((p.job_id, p.role) for p in picks)
+        stuck = {j for j, r in got if r == "worker" and (j, "ps") not in got}
+        if not stuck:
+            return picks
+        excluded |= stuck
+
+
+def _scan_once(view, excluded: set) -> list:
+    import numpy as np
+
+    from baselines.drf import Pick, _Job
+    from dlclusterenv.placers import Capacity, spread
+
+    c = view.cluster
+    totals = np.array([c.cpus.sum(), c.memory.sum()], float)
+    cap = Capacity.of(view)
+    used = totals - np.array([cap.cpu.sum(), cap.mem.sum()])
+    groups: dict = {}
+    for k, jv in enumerate(view.jobs):
+        if jv.job_id not in excluded:
+            groups.setdefault(jv.user, []).append(_Job(jv, k, (0, 0), np.zeros(2)))
+
+    def share(js):
+        return sum((j.held for j in js), np.zeros(2)) / totals
+
+    picks = []
+    while live := [g for g, js in groups.items() if any(j.open for j in js)]:
+        g = min(live, key=lambda g: (share(groups[g]).max(), groups[g][0].order))
+        job = min((j for j in groups[g] if j.open), key=lambda j: ((j.held / totals).max(), j.order))
+        if sum(job.counts) >= 64:
+            job.open = False
+            continue
+        role = job.next_role()
+        dem = job.view.ps_demand if role == "ps" else job.view.worker_demand
+        node = spread(c, cap, dem, job.ps + job.workers)
+        if node < 0:
+            job.open = False
+            continue
+        cap.take(node, dem)
+        (job.ps if role == "ps" else job.workers).append(node)
+        v = np.array([dem.cpu, dem.mem_gb])
+        job.held = job.held + v
+        used = used + v
+        picks.append(Pick(job.view.job_id, g, role, node, tuple(float(x) for x in share(groups[g])),
+                          tuple(float(x) for x in used / totals)))
+    return picks
+
+
+def test_kept_views_are_the_views():
+    """At every decision point DRF's kept (view, held) of each active job shows what a fresh view
+    shows (status, counts, tasks' nodes and demands, the resources they hold), and running jobs'
+    views are built far less often than once per decision point each."""
+    import numpy as np
+
+    sim = dlclusterenv.make_sim("default", 0)
+    sched = DRF()
+    sim.reset()
+    sched.reset(0)
+    builds, reads = Counter(), 0
+    real = sim.job_view
+
+    def counting(job):
+        builds[job.status] += 1
+        return real(job)
+
+    sim.job_view = counting
+    while not sim.done:
+        view = sim.view()
+        d = sched.decide(view)
+        kept = {**sched._seen}
+        for jid in d.allocate.keys() | {t.rpartition("/")[0] for t in d.place}:
+            kept.pop(jid, None)
+        n_run = builds["running"]
+        fresh = {j.job_id: j for j in (real(job) for job in sim.active_jobs())}
+        builds["running"] = n_run
+        reads += len(view.running)
+        for jid, (jv, held) in kept.items():
+            f = fresh[jid]
+            assert (jv.status, jv.num_ps, jv.num_workers) == (f.status, f.num_ps, f.num_workers)
+            assert [(t.task_id, t.node, t.demand) for t in jv.tasks] == [
+                (t.task_id, t.node, t.demand) for t in f.tasks]
+            want = sum((np.array([t.demand.cpu, t.demand.mem_gb, t.demand.gpu], float)
+                        for t in f.tasks if t.node >= 0), np.zeros(3))
+            assert held.tolist() == want.tolist()
+        sim.apply(d)
+        sim.advance()
+    assert reads > 500 and builds["running"] < reads / 3

@@ -6,6 +6,9 @@ express)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -296,3 +299,45 @@ def test_fast_placement_same_decisions(scenario, name, points):
     fast = _decisions(scenario, name, True, points)
     assert len(fast) > 100
     assert fast == _decisions(scenario, name, False, points)
+
+
+# Issue 14 (branch sched4): loss fits only when a gain needs them, loss points converted once and
+# extended: the same decisions as main before them. SHA-256 prefixes of
+# benchmarks/decision_log.py's log (every decision, every job's finish time), recorded on main at
+# be98cdb; the Philly 1-VC week and the all-VC day were compared whole (README, Benchmarks).
+MAIN_LOGS = {
+    ("optimus", 0): "1ca4a053e72fa94d",
+    ("optimus", 1): "62915bcfc13605aa",
+    ("optimus", 2): "34857df2cbc118dd",
+    ("optimus-oracle", 0): "17f801352ac4dd53",
+    ("optimus-oracle", 1): "0bd9af914694f90a",
+}
+
+
+@pytest.mark.parametrize("name, seed", sorted(MAIN_LOGS))
+def test_decisions_as_main(name, seed):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from decision_log import decision_log, digest
+
+    assert digest(decision_log("default", name, seed))[:16] == MAIN_LOGS[(name, seed)]
+
+
+def test_loss_points_extended_as_read_whole():
+    """_Estimates.loss_points: the array of every point read so far, converted once; equal to
+    np.asarray of the points as the observations grow, and read whole again when the points
+    seen before are not a prefix (a job that is not the one seen before)."""
+    from types import SimpleNamespace
+
+    from baselines.optimus import _Estimates, loss_array
+
+    rng = np.random.default_rng(0)
+    pts = tuple((k + 1, float(v)) for k, v in enumerate(rng.random(50)))
+    est = _Estimates()
+    for n in (0, 3, 3, 10, 50):
+        got = est.loss_points(SimpleNamespace(job_id="j", observed_loss=pts[:n]))
+        assert got.shape == (n, 2) and np.array_equal(got, np.asarray(pts[:n], float).reshape(n, 2))
+    other = tuple((k, v + 1) for k, v in pts[:20])
+    assert np.array_equal(est.loss_points(SimpleNamespace(job_id="j", observed_loss=other)),
+                          np.asarray(other, float))
+    assert np.array_equal(loss_array(pts), np.asarray(pts, float))
+    assert fit_loss(loss_array(pts)) == fit_loss(pts)
