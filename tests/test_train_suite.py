@@ -81,3 +81,19 @@ def test_shape_choices_plot_shares_sum_to_one_per_state_bin():
     # waiting 30 (two decisions, two shapes): half 1x1, half 1x2
     last = [b for b in fig.axes[0].patches if b.get_x() == max(p.get_x() for p in fig.axes[0].patches)]
     assert sorted(round(b.get_height(), 3) for b in last) == [0.0, 0.5, 0.5]
+
+
+def test_the_1x_suite_config_validates_and_differs_from_the_7x_one_in_load_and_time_scale():
+    """configs/agents/suite_6c71a0_1x.yaml (issue 15's transfer target: trained at 1x) loads,
+    validates, and trains on 6c71a0's two train windows at 1x; the env is the 7x config's but for
+    the time scale."""
+    one, seven = (load_config(f"configs/agents/{n}.yaml") for n in ("suite_6c71a0_1x", "suite_6c71a0"))
+    assert one.suite.instance == "philly-6c71a0-nov@1x"
+    runs = one.suite.train_runs()
+    assert [sc.workload.load for sc, _ in runs] == [1.0, 1.0]
+    windows = [(sc.workload.trace.start, sc.workload.trace.end) for sc, _ in runs]
+    assert windows == [(sc.workload.trace.start, sc.workload.trace.end) for sc, _ in seven.suite.train_runs()]
+    assert {k: v for k, v in one.env.kwargs.items() if k != "time_scale_s"} == \
+        {k: v for k, v in seven.env.kwargs.items() if k != "time_scale_s"}
+    assert (one.env.kwargs["time_scale_s"], seven.env.kwargs["time_scale_s"]) == (3600.0, 36000.0)
+    assert one.model_dump(exclude={"env", "suite"}) == seven.model_dump(exclude={"env", "suite"})
