@@ -147,7 +147,7 @@ def test_views_share_the_loss_history_until_an_epoch_is_added():
 ASYNC = {
     ("flowcon_15", "ps", "flowcon"): ("a4c40c43c6ad", "2931460de18b"),  # PS factor, contended
     ("flowcon_15", "allreduce", "flowcon"): ("6e5e955a3906", "5b438ee6dc82"),  # no PS, contended
-    ("default", "ps", "gandiva"): ("13ec538b3841", "608085f30b71"),  # GPU workers alone and packed
+    ("default", "ps", "gandiva"): ("13ec538b3841", "608085f30b71"),  # GPU workers alone, CPU ones beside
     ("default", "allreduce", "tiresias"): ("0531ed4fcb58", "f225583b939c"),  # preempted, resumed
 }
 
