@@ -433,16 +433,23 @@ def _cell(column: str, text: str):
 
 
 def read_runs(path: Path) -> list[dict]:
-    """The rows of a runs.csv, each cell by its column (`_cell`); a cell that is not a number
-    where one belongs, or a short row, is a ValueError naming the line and column."""
+    """The rows of a runs.csv, each cell by its column (`_cell`); a row with more or fewer cells
+    than the header (csv.DictReader would fill None in) is a ValueError naming its line, and a
+    cell that is not a number where one belongs one naming its line and column."""
     rows = []
     with open(path, newline="") as f:
-        for line, r in enumerate(csv.DictReader(f), 2):
+        reader = csv.DictReader(f)
+        for r in reader:
+            line = reader.line_num  # in the file (DictReader skips blank lines)
+            if None in r or None in r.values():
+                k = len(reader.fieldnames)
+                n = k + len(r.get(None, ())) - sum(v is None for v in r.values())  # extras, missing
+                raise ValueError(f"{path}: line {line}: {n} cells, the header has {k}")
             row = {}
             for k, v in r.items():
                 try:
                     row[k] = _cell(k, v)
-                except (ValueError, TypeError):
+                except ValueError:
                     raise ValueError(f"{path}: line {line}: column {k}: {v!r} is not a number") from None
             rows.append(row)
     return rows

@@ -776,3 +776,17 @@ def test_ctrl_c_during_the_runs_exits_130_naming_what_resume_reuses(tmp_path, mo
     assert "Traceback" not in err and err.splitlines()[-1] == (
         f"interrupted: {out} is as it was; `--resume` reuses the runs finished before it (kept in {out / '.staging'})")
     assert len(list((out / ".staging" / "rows").glob("*.json"))) == 2
+
+
+@pytest.mark.parametrize("cut,why", [(-1, "7 cells, the header has 8"), (1, "9 cells, the header has 8")])
+def test_runs_csv_row_of_the_wrong_length_names_its_line(tmp_path, cut, why):
+    """A row with a cell too few (even a text one: its fingerprint) or too many is an error naming
+    its line (counted in the file, past a blank line), not a row with a None cell or key."""
+    from dlclusterenv.benchmark import read_runs
+
+    head = "instance,split,window,policy,seed,avg_jct_s,wall_s,fingerprint"
+    cells = ["x", "test", "", "fifo", "0", "1.5", "2.0", "ab12"]
+    cells = cells[:cut] if cut < 0 else cells + ["extra"]
+    (tmp_path / "runs.csv").write_text(f"{head}\nx,test,,fifo,1,1.5,2.0,ab12\n\n{','.join(cells)}\n")
+    with pytest.raises(ValueError, match=rf"runs.csv: line 4: {why}"):
+        read_runs(tmp_path / "runs.csv")
