@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from .cluster import Cluster
-from .comm import Comm, intra_base, link_capacity, n_links, pattern
+from .comm import intra_base, link_capacity, n_links, pattern
 from .config import ModelSpec, Overheads, read_yaml
 from .jobs import Job
 
