@@ -109,3 +109,16 @@ def make_sim(cluster: Cluster, zoo: ModelZoo, jobs: list[tuple], **kw: Any) -> S
         shards = tuple(j[4]) if len(j) > 4 else ()
         specs.append(JobSpec(jid, model, 0.0, p, w, shard_nodes=shards))
     return Simulator(cluster, specs, zoo, seed=0, **kw)
+
+
+def decision_digest(scenario: str, scheduler: Any, seed: int) -> str:
+    """First 16 hex digits of the SHA-256 of benchmarks/decision_log.py's log (every decision and
+    every job's finish time, exact floats): what identity tests pin against a recorded commit."""
+    import sys
+
+    bench = str(Path(__file__).resolve().parent.parent / "benchmarks")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    from decision_log import decision_log, digest
+
+    return digest(decision_log(scenario, scheduler, seed))[:16]

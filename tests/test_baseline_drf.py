@@ -3,14 +3,12 @@ per-user pooling, and the default scenario through both front doors."""
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from fractions import Fraction as F
-from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from helpers import make_cluster, make_zoo, model_dict
+from helpers import decision_digest, make_cluster, make_zoo, model_dict
 
 import baselines
 import dlclusterenv
@@ -193,11 +191,8 @@ MAIN_LOGS = {
 
 @pytest.mark.parametrize("variant, seed", sorted(MAIN_LOGS))
 def test_decisions_as_main(variant, seed):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-    from decision_log import decision_log, digest
-
     sched = DRF() if variant == "drf" else DRF(placer=variant)
-    assert digest(decision_log("default", sched, seed))[:16] == MAIN_LOGS[(variant, seed)]
+    assert decision_digest("default", sched, seed) == MAIN_LOGS[(variant, seed)]
 
 
 def test_per_user_heap_picks_as_a_scan():

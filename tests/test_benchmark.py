@@ -40,6 +40,21 @@ def _suite_file(tmp_path: Path, **change) -> Path:
     return path
 
 
+def _interrupt_after(bm, monkeypatch, n: int):
+    """Make `bm.run_task` run `n` tasks, then raise KeyboardInterrupt (a Ctrl-C between runs);
+    returns the real `run_task`, to put back."""
+    real, ran = bm.run_task, []
+
+    def stopping(task):
+        if len(ran) == n:
+            raise KeyboardInterrupt
+        ran.append(task)
+        return real(task)
+
+    monkeypatch.setattr(bm, "run_task", stopping)
+    return real
+
+
 @pytest.mark.parametrize("name", ["tiny", "v1", "v2", "v3"])
 def test_shipped_suites_load(name):
     suite, path = load_suite(name)
@@ -555,15 +570,7 @@ def test_a_killed_benchmark_leaves_out_as_it_was_and_resume_reuses_its_finished_
     logs = _logs(out)
     (tmp_path / "b").mkdir()
     changed = _suite_file(tmp_path / "b", **one, **{"scenarios.0.ps_fraction": 0.25})  # same log names
-    real, ran = bm.run_task, []
-
-    def stopping(task):
-        if len(ran) == 2:
-            raise KeyboardInterrupt
-        ran.append(task)
-        return real(task)
-
-    monkeypatch.setattr(bm, "run_task", stopping)
+    real = _interrupt_after(bm, monkeypatch, 2)
     with pytest.raises(KeyboardInterrupt):
         run_suite(changed, out, progress=False, say=_quiet)
     assert {n: (out / n).read_bytes() for n in before} == before and _logs(out) == logs
@@ -582,8 +589,7 @@ def test_a_killed_benchmark_leaves_out_as_it_was_and_resume_reuses_its_finished_
         assert _csv(out / name) == _csv(fresh / name), name
     assert _logs(out) == _logs(fresh)
     # a stage left by a killed run is not reused without --resume, nor is a stale staged run with it
-    monkeypatch.setattr(bm, "run_task", stopping)
-    ran.clear()
+    _interrupt_after(bm, monkeypatch, 2)
     with pytest.raises(KeyboardInterrupt):
         run_suite(first, out, progress=False, say=_quiet)
     monkeypatch.setattr(bm, "run_task", real)
@@ -762,15 +768,7 @@ def test_ctrl_c_during_the_runs_exits_130_naming_what_resume_reuses(tmp_path, mo
 
     path = _suite_file(tmp_path, **{"heuristics": ["fifo"], "scenarios.0.loads": [2]})
     out = tmp_path / "out"
-    real, ran = bm.run_task, []
-
-    def stopping(task):
-        if len(ran) == 2:
-            raise KeyboardInterrupt
-        ran.append(task)
-        return real(task)
-
-    monkeypatch.setattr(bm, "run_task", stopping)
+    _interrupt_after(bm, monkeypatch, 2)
     assert main(["benchmark", str(path), "--out", str(out), "--check"]) == 130
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.splitlines()[-1] == (
