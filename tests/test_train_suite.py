@@ -10,6 +10,7 @@ from agents.learned import run_learned
 from agents.train import load_config, make_vec, train
 from dlclusterenv.benchmark import instances, load_suite
 from dlclusterenv.config import ConfigError
+from helpers import shared_file
 
 CFG = {
     "env": {"id": "DLClusterAlloc-v0",
@@ -86,7 +87,8 @@ def test_shape_choices_plot_shares_sum_to_one_per_state_bin():
 def test_the_1x_suite_config_validates_and_differs_from_the_7x_one_in_load_and_time_scale():
     """configs/agents/suite_6c71a0_1x.yaml (issue 15's transfer target: trained at 1x) loads,
     validates, and trains on 6c71a0's two train windows at 1x; the env is the 7x config's but for
-    the time scale."""
+    the time scale. Skipped without the Philly trace (the configs' scenario reads it)."""
+    shared_file("traces", "philly_jobs.csv")
     one, seven = (load_config(f"configs/agents/{n}.yaml") for n in ("suite_6c71a0_1x", "suite_6c71a0"))
     assert one.suite.instance == "philly-6c71a0-nov@1x"
     runs = one.suite.train_runs()
