@@ -36,7 +36,7 @@ from ..sim import EPS, Simulator
 from ..workload import Scenario, build, generate_jobs
 
 REWARDS = ("jct", "makespan", "traffic", "utilisation")
-NODE_F, JOB_F, TASK_F, GLOBAL_F = 8, 10, 6, 8
+NODE_F, JOB_F, TASK_F, GLOBAL_F = 8, 10, 6, 7
 
 
 SHAPED = ("traffic", "jct")
@@ -132,16 +132,12 @@ class ClusterEnv(gym.Env):
       log10(parameter bytes) / 12, placed share of its tasks;
     - `task` (6,): the focal task (placement env) or 0: is PS, is worker, CPU and memory demand
       over the largest node's, GPUs, slot / J;
-    - `global` (8,): 1 - exp(-time / (100 time_scale_s)), pending / J, running / J, free GPU and
+    - `global` (7,): 1 - exp(-time / (100 time_scale_s)), pending / J, running / J, free GPU and
       free CPU fractions of the cluster, the queue q / (q + J) with q the jobs waiting (all of them,
       not only those in the job window, so a long queue still shows), and the waiting demand
       g / (g + G): g the GPUs the waiting jobs asked for (their submitted workers), G the cluster's
       GPUs. The last two tell a policy how loaded the cluster is beyond the free GPUs (issue 15:
-      a job's best size depends on how many others wait for the same GPUs); and the recent
-      arrival rate a / (a + 1), a the jobs submitted in (time - time_scale_s, time] (past
-      submissions only, as a real scheduler knows them; 0.5 at one job per time_scale_s): the
-      queue and free GPUs alone look the same in a lull at 7x load and at 0.5x, where the jobs
-      still to come differ (issue 15: trained at one load, scored at others).
+      a job's best size depends on how many others wait for the same GPUs).
 
     ## Rewards
     Per step, the weighted `reward` terms over the simulated time since the last step (`_reward`):
@@ -276,7 +272,6 @@ class ClusterEnv(gym.Env):
         self._job_keys: list[tuple | None] = [None] * self.max_jobs  # the state each row shows
         self._rows_now = math.nan  # the time the rows show
         self._state_stamp = None  # (sim, version, now) that _state_cache shows
-        self._arrivals = np.array([s.arrival_s for s in self.sim.specs])  # sorted, as sim.specs
         self._new_round()
         self._settle()
         return self._obs(), self._info()
@@ -516,7 +511,6 @@ class ClusterEnv(gym.Env):
         equals clipping after it (the cast is monotone and 1 is exact)."""
         c, sim = self.cluster, self.sim
         queue, waiting, demand = self._queue_features(*self._waiting)
-        recent = self._recent_arrivals()
         return np.array([min(v, 1.0) for v in (
             1.0 - math.exp(-sim.now / (100 * self.time_scale_s)),
             queue,
@@ -525,15 +519,7 @@ class ClusterEnv(gym.Env):
             (c.cpus - sim.used_cpu).sum() / self._total_cpus,
             waiting,
             demand,
-            recent / (recent + 1.0),
         )], np.float32)
-
-    def _recent_arrivals(self) -> int:
-        """Jobs submitted in (now - time_scale_s, now]: those arrived (the simulator's jobs) less
-        those submitted by now - time_scale_s. A count, so the feature is exact and the same
-        however often the state is rebuilt."""
-        before = int(np.searchsorted(self._arrivals, self.sim.now - self.time_scale_s, "right"))
-        return len(self.sim.jobs) - before
 
     def _patch_state(self, before: tuple, nodes: tuple[int, ...], jobs: tuple[Job, ...]) -> bool:
         """After an action that changed only `nodes`' resources and `jobs`' tasks (not the
