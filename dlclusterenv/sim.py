@@ -77,9 +77,9 @@ class _Epoch:
         self.rows = rates.consts[:, ROW].astype(np.int64)
         self.speed = rates.speed_arr
         self.observed = np.flatnonzero(self.speed > 0)
-        self.all_observed = len(self.observed) == len(jobs)  # no job stands still
-        self.o_rows = self.rows if self.all_observed else self.rows[self.observed]
-        self.speed_o = self.speed if self.all_observed else self.speed[self.observed]
+        # the measured ones as an index: every job (a slice, views not copies) while none stands still
+        self.o_idx = slice(None) if len(self.observed) == len(jobs) else self.observed
+        self.o_rows, self.speed_o = self.rows[self.o_idx], self.speed[self.o_idx]
         eff = [j.eff is not None for j in jobs] if sim._eff_on else ()
         self.ends = self.observed[~np.array(eff, bool)[self.observed]] if any(eff) else self.observed
         self.eff = [(jobs[k], float(self.speed[k])) for k in self.observed if eff[k]] if any(eff) else []
@@ -777,17 +777,15 @@ class Simulator:
             before = blk[:, L_STEPS].copy()
             # what a real cluster shows: the speed with the configuration's bias, time-weighted
             # per (p, w); the finished epochs are queued for loss draws from the work at `mark`
-            o_blk = blk if ep.all_observed else blk[obs]
+            o = ep.o_idx
+            o_blk = blk[o]
             measured = ep.speed_o * o_blk[:, L_BIAS]
             w, prev, mark = o_blk[:, L_OBS_TIME], o_blk[:, L_OBS_MEAN], o_blk[:, L_MARK]
             mean = (prev * w + measured * dt) / (w + dt)
-            mark = np.where(np.isnan(mark), before if ep.all_observed else before[obs], mark)
+            mark = np.where(np.isnan(mark), before[o], mark)
             w = w + dt
             for col, val in ((L_LAST, measured), (L_OBS_MEAN, mean), (L_OBS_TIME, w), (L_MARK, mark)):
-                if ep.all_observed:
-                    blk[:, col] = val
-                else:
-                    blk[obs, col] = val
+                blk[o, col] = val
             blk[:, L_STEPS] = np.minimum(before + gained, blk[:, L_TOTAL])
             blk[:, L_RUN] += dt
             blk[:, L_GPU] += r.gpus_arr * dt

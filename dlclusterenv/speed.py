@@ -532,21 +532,19 @@ def compute_rates(
             upd = upd / ps_f
         upd = np.where(n_ps > 0, upd, 0.0) / every
         x_sync = comm + upd * n_w
-        t_sync = slowest + overhead + rpc + x_sync - np.minimum(phi * slowest, omega * x_sync)
+        t_fixed = slowest + overhead + rpc
     else:  # no RPCs and no update: their terms are 0.0, and a + 0.0 is a
         x_sync = comm
-        t_sync = slowest + overhead + x_sync - np.minimum(phi * slowest, omega * x_sync)
+        t_fixed = slowest + overhead
+    t_sync = t_fixed + x_sync - np.minimum(phi * slowest, omega * x_sync)
     # speeds in local batches per second (weak scaling: a sync step is one batch per worker)
     if all_sync:
         s = n_w / t_sync
     else:
         # async workers run their own loops; the job's speed is the sum of their rates
-        if any_ps:
-            x_w = (comm + upd)[w_job]
-            per_worker = c_w + (overhead + rpc)[w_job] + x_w - np.minimum(phi[w_job] * c_w, omega[w_job] * x_w)
-        else:
-            x_w = comm[w_job]
-            per_worker = c_w + overhead[w_job] + x_w - np.minimum(phi[w_job] * c_w, omega[w_job] * x_w)
+        x_w = (comm + upd)[w_job] if any_ps else comm[w_job]
+        fixed_w = (overhead + rpc)[w_job] if any_ps else overhead[w_job]
+        per_worker = c_w + fixed_w + x_w - np.minimum(phi[w_job] * c_w, omega[w_job] * x_w)
         s_async = np.add.reduceat(1.0 / per_worker, w_off)
         s = np.where(sync, n_w / t_sync, s_async)
     moved = s / n_w  # steps/s of the exchange: a sync step, or one async worker's update
