@@ -724,6 +724,8 @@ class _Estimates:
         """loss_array(job.observed_loss), converting only the points not read before."""
         obs = job.observed_loss
         prev = self.points.get(job.job_id)
+        if prev is not None and prev[0] is obs:  # the engine shares a job's history until it grows
+            return prev[1]
         m = 0 if prev is None else len(prev[0])
         if prev is None or len(obs) < m or obs[:m] != prev[0]:
             arr = loss_array(obs)
