@@ -16,8 +16,10 @@ MapReduce applications; this simulator's jobs are PS/worker):
 - application = job; map task = worker (its input split is the job's shard for that worker,
   `shard_nodes[i % len]`); reduce task = PS (it fetches every worker's output, Eq. 2).
 - idm (Eq. 1) = the bytes the worker reads over the job's remaining epoch budget
-  (remaining steps * input bytes per step / workers); odm (Eq. 2) = the bytes a worker sends that
-  PS over the same budget (param_bytes / p per step). A scheduler does not know the convergence
+  (remaining steps * input bytes per step / workers; steps are local batches); odm (Eq. 2) = the
+  bytes a worker sends that PS over the same budget (param_bytes / p per exchange, one exchange per
+  local batch of its own: remaining steps / workers, `exchanges_per_worker`; the bytes the engine
+  moves). A scheduler does not know the convergence
   point, so the user's epoch budget (`max_epochs`) stands for the job's length.
 - band (Eq. 1-2) = the path's capacity: the two NICs, and both rack uplinks across racks (the view
   shows reserved, not measured, link use); same node = no transfer.
@@ -247,20 +249,28 @@ def worker_transfer(
     return idm / band[shards]
 
 
+def exchanges_per_worker(job: JobView) -> float:
+    """How many exchanges one worker makes with its PS over the rest of the epoch budget: the
+    budget's local batches shared by the job's workers (weak scaling: a sync step of w workers
+    does w local batches, one exchange each; an async worker exchanges once per local batch of
+    its own, so the same), one exchange per `exchange_every` of them. The workers are the ones the
+    job asked for (or runs, if more), as Eq. (1)'s idm divides the input by (`decide`)."""
+    w = max(job.requested[1], job.num_workers, 1)
+    return budget_steps(job) / w / job.exchange_every
+
+
 def ps_transfer(job: JobView, worker_nodes: list[int], band: np.ndarray) -> np.ndarray:
     """Eq. (2): tt[r] = max over the job's workers m of odm / band[m, r], seconds, per node r;
     ties of the max broken by the total (+ 1e-3 / w of the sum, under 0.1% of the max)."""
-    steps = budget_steps(job) / (1 if job.sync else job.num_workers) / job.exchange_every
-    odm = steps * job.param_bytes / job.num_ps
+    odm = exchanges_per_worker(job) * job.param_bytes / job.num_ps
     fetch = odm / band[np.asarray(worker_nodes)]
     return fetch.max(axis=0) + 1e-3 / len(worker_nodes) * fetch.sum(axis=0)
 
 
 def exchange_bytes(job: JobView) -> float:
     """Eq. (2)'s odm summed over the job's p PS: the bytes one worker sends its PS over the rest of
-    the epoch budget (p x param_bytes / p per exchange, one exchange per `exchange_every` steps)."""
-    steps = budget_steps(job) / (1 if job.sync else job.num_workers) / job.exchange_every
-    return steps * job.param_bytes
+    the epoch budget (p x param_bytes / p per exchange, `exchanges_per_worker` of them)."""
+    return exchanges_per_worker(job) * job.param_bytes
 
 
 # the candidate PS nodes tried per job by `joint_worker_cost` on large clusters (all on small ones)

@@ -259,3 +259,23 @@ def test_a_stage_with_no_node_to_go_to_places_nothing():
     sim = dlclusterenv.make_sim("dltap", 0)
     sim.run(baselines.make("d2s"))
     assert any(j.finish_s is not None for j in sim.jobs.values())
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_exchange_bytes_are_the_bytes_the_engine_moves(sync):
+    """Eq. (2)'s odm is what a worker sends its PS over the rest of the job: with weak scaling a
+    step is one local batch, a sync step of w workers does w of them, so each worker exchanges
+    budget / w times, sync or async. One job, 4 workers on n0 and its PS on n1, run to its budget:
+    the engine's cross-node bytes (push and pull) are 2 x 4 x exchange_bytes. (The sync case
+    counted every budget step for every worker, 4x the bytes, left from before weak scaling.)"""
+    from baselines.d2s import exchange_bytes
+
+    cluster = make_cluster(racks=1, nodes_per_rack=2, cpus=16, memory_gb=64, nic_MBps=100)
+    m = model_dict(sync=sync, param_bytes=1e6, step_compute_s=0.1, steps_per_epoch=1000,
+                   convergence={"rel_delta": 1e-9, "max_epochs": 2})
+    sim = make_sim(cluster, make_zoo(m=m), [("J", "m", 1, 4)])
+    predicted = exchange_bytes(sim.view().job("J"))
+    sim.apply(Decision(place={"J/ps0": 1, **{f"J/w{i}": 0 for i in range(4)}}))
+    while sim.view().jobs:
+        sim.advance()
+    assert sim.totals.cross_node_bytes == pytest.approx(2 * 4 * predicted, rel=1e-9)
