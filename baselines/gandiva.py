@@ -14,8 +14,9 @@ Paper -> code:
   together there); packing by profiling; grow-shrink.
 
 Choices where the paper is ambiguous:
-- Affinity of a server = the number of GPUs per server of the jobs placed on it (the paper: "if a job
-  that requires two GPUs is assigned to a server, the affinity of that server is changed to two").
+- Affinity of a server = the number of GPUs per server of the jobs placed on it (Xiao et al.'s full
+  paper, not seed 002: "if a job that requires two GPUs is assigned to a server, the affinity of that
+  server is changed to two"; seed 002 has only Algorithm 1's findNodes(job.gpu, affinity)).
   A job of g GPUs uses k = min(g, GPUs per server) per server on ceil(g / k) servers; that k is its
   affinity. A server's affinity returns to 0 when its last GPU worker leaves. A job placed with the
   affinity relaxed gives an unallocated server it lands on its own k.
@@ -42,15 +43,16 @@ Choices where the paper is ambiguous:
   as many as pay: a pair cannot exceed +100%). A set is tried after one interval of time-slicing
   together (its measured time-sliced speeds are the reference) and only during overload (no free
   GPU left); it is kept while the mean over its jobs of packed speed / time-sliced speed
-  (JobView.last_speed) exceeds 1, i.e. their normalised total throughput beats time-slicing
-  ("packing is deemed successful when the total throughput of packed jobs is greater than
-  time-slicing"); otherwise it is undone and that set is never retried. A packed GPU that gets
+  (JobView.last_speed) exceeds 1, i.e. their normalised total throughput beats time-slicing (seed
+  002: "Because their aggregate performance improves, packing is retained; otherwise ... packing is
+  undone and the jobs continue to use time-slicing"); otherwise it is undone and that set is never retried. A packed GPU that gets
   another job (over-subscription) returns to time-slicing, so the larger set is profiled
   time-sliced for an interval before it is packed. The greedy's re-pairing moves (moving the
   lowest-utilisation job onto the lowest-utilisation GPU) are not made: this engine charges a full
   checkpoint for a GPU change inside a server, where Gandiva pays a suspend/resume.
-- Defragmentation (the paper: move the jobs off the non-idle server with the most free GPUs so that
-  incoming jobs get GPUs with good locality) is done for the jobs that getNode's relaxed branch had
+- Defragmentation (seed 002, Job Migration (iii): "defragmentation of the cluster so that incoming
+  jobs get GPUs with good locality"; which jobs move, those of the non-idle server with the most
+  free GPUs, is Xiao et al.'s full paper) is done for the jobs that getNode's relaxed branch had
   to spread over several servers — incoming jobs never wait here while enough GPUs are free: on the
   server holding most of such a job's workers, other jobs move away, each whole to one other server
   (the GPUs the job itself leaves count as free), and the job's other workers join. A job that needs
@@ -58,6 +60,11 @@ Choices where the paper is ambiguous:
 - Migration to vacated GPUs moves the later-placed workers off a shared GPU to a free one (same
   server first, then the job's servers, then same-affinity, unallocated, any), and a 1-server job's
   PS follows its worker to a new server. Packed pairs are split too: packing is for overload only.
+- Not done: seed 002's migration (ii), "migrating interfering jobs away from each other". The engine
+  has no interference between jobs on separate GPUs other than shared NICs, host paths and cores,
+  and nothing in the view says which neighbour slows a job down; Gandiva finds the culprit by
+  profiling ("comparing mini_batch_time before and after"), which would need a move-and-measure
+  search not built here.
 - Grow-shrink: no job declares itself elastic in the simulator, so every job with GPU workers may
   grow (`grow_shrink=False` turns it off). Only when nothing waits and no GPU is shared, a running
   job grows onto the free GPUs of the servers it already uses (Gandiva's Fig. 11: 1 -> 4 GPUs in one
