@@ -19,8 +19,8 @@ MapReduce applications; this simulator's jobs are PS/worker):
   (remaining steps * input bytes per step / workers; steps are local batches); odm (Eq. 2) = the
   bytes a worker sends that PS over the same budget (param_bytes / p per exchange, one exchange per
   local batch of its own: remaining steps / workers, `exchanges_per_worker`; the bytes the engine
-  moves). A scheduler does not know the convergence
-  point, so the user's epoch budget (`max_epochs`) stands for the job's length.
+  moves). A scheduler does not know the convergence point, so the user's epoch budget
+  (`max_epochs`) stands for the job's length.
 - band (Eq. 1-2) = the path's capacity: the two NICs, and both rack uplinks across racks (the view
   shows reserved, not measured, link use); same node = no transfer.
 - Progress pr (Eq. 5) = steps done / budget steps; "used time" ut = the time the job has run, which
