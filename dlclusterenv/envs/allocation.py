@@ -119,7 +119,9 @@ class _ProposalEnv(ClusterEnv):
                 self._need = Capacity.needs([d for j in slots for d in (j.model.ps, j.model.worker)])
                 self._fit = self._cap.fits_many(self._need).reshape(len(slots), 2, -1)
                 self._slot_of = {j.job_id: i for i, j in enumerate(slots)}
-                self._no_ps = np.array([not j.uses_ps for j in slots])
+                # the (slot, role) pairs that can take a task: all-reduce jobs have no PS
+                self._allowed = np.ones((len(slots), 2, 1), dtype=bool)
+                self._allowed[[not j.uses_ps for j in slots], 0] = False
                 self._capped, self._cap_jobs = set(), self._cap_jobs | set(self._added)
             else:  # one node at a time (a step changes one or two)
                 for a in self._dirty:
@@ -132,8 +134,7 @@ class _ProposalEnv(ClusterEnv):
             else:
                 self._capped.discard(i)
         self._cap_jobs.clear()
-        ok = self._fit.copy()
-        ok[self._no_ps, 0] = False  # all-reduce jobs have no PS
+        ok = self._fit & self._allowed
         if self._capped:
             ok[sorted(self._capped)] = False
         return ok
@@ -175,13 +176,13 @@ class _ProposalEnv(ClusterEnv):
         self._released.add(job.job_id)
         self._changed(job.job_id)
 
-    def _write_own(self, out: dict[str, np.ndarray]) -> None:
+    def _shown(self) -> dict[str, np.ndarray]:
         """The round so far is part of the state: nodes and the free-GPU fraction show the capacity
         left after this round's proposals, each job slot its proposed (p, w), and the queue
         features leave out the jobs this round starts. Without this the observation
-        does not change within a round, and a policy cannot tell how much it has already added."""
-        for k, v in self._round_view().items():  # the arrays the round changes
-            out[k][...] = v
+        does not change within a round, and a policy cannot tell how much it has already added.
+        The round view's arrays replace the state's (same keys, same order)."""
+        return {**self._state_obs(), **self._round_view()}
 
     def _round_view(self) -> dict[str, np.ndarray]:
         """The round's observation, built from the state once per round (and state generation)
@@ -201,10 +202,11 @@ class _ProposalEnv(ClusterEnv):
         view, c, cap = self._view, self.cluster, self._cap
         for a in nodes:  # the other columns are the state's, within [0, 1] already
             row = view["nodes"][a]
-            row[1] = cap.cpu[a] / c.cpus[a]
-            row[2] = cap.mem[a] / c.memory[a]
-            row[3] = cap.gpu[a] / max(c.gpus[a], 1)
-            np.clip(row[1:4], 0.0, 1.0, out=row[1:4])
+            # clipped in float64 before the float32 cast, which equals clipping after it (the
+            # cast is monotone, 0 and 1 are exact, and no value here is a negative zero)
+            row[1] = min(max(cap.cpu.item(a) / self._cpus_l[a], 0.0), 1.0)
+            row[2] = min(max(cap.mem.item(a) / self._mem_l[a], 0.0), 1.0)
+            row[3] = min(max(cap.gpu.item(a) / self._gpus_div[a], 0.0), 1.0)
         for i in jobs:  # a pending job's proposal starts from zero
             job = slots[i]
             p, w = self._proposed(job)
