@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import asdict
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
-import dlclusterenv  # noqa: F401  (registers the ids)
+import baselines
+import dlclusterenv
 
 SHAPED = {"reward": {"jct": 1.0, "traffic": 0.5, "utilisation": 0.25, "makespan": 0.1},
           "shaping": True, "shaping_gamma": 0.99}
@@ -125,3 +127,14 @@ if __name__ == "__main__":  # print the digests (to record them on a base commit
         print(c, single_digest(*c))
     for c in VEC_PINS:
         print(c, vector_digest(*c))
+
+
+def test_metrics_summary_equals_asdict_without_rows():
+    """`Metrics.summary` (an episode end's info["metrics"]) reads the scalar fields directly; it
+    equals `asdict` with the per-job rows, timeline and latency popped, key order included."""
+    m = dlclusterenv.make_sim("default", 3).run(baselines.make("fifo"))
+    want = asdict(m)
+    for k in ("jobs", "timeline", "decision_latency_ms"):
+        want.pop(k)
+    got = m.summary()
+    assert list(got.items()) == list(want.items()) and len(m.jobs) > 0 and len(m.timeline) > 0
