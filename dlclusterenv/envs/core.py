@@ -250,6 +250,7 @@ class ClusterEnv(gym.Env):
         self._n_gpus_div = max(c.n_gpus, 1)
         self._no_task = np.zeros(TASK_F, np.float32)
         self._obs_gen = 0  # counts state rebuilds: what is cached on the state names its generation
+        self._fit_memo: tuple[dict, dict] = ({}, {})  # generate_jobs' fit verdicts (same cluster, zoo)
         self.sim: Simulator | None = None
         self._mask = None
         self.decision_index = 0
@@ -263,7 +264,8 @@ class ClusterEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         episode_seed = seed if seed is not None else int(self.np_random.integers(2**31 - 1))
-        specs = generate_jobs(self.scenario, self.cluster, self.zoo, episode_seed, self.scenario.name)
+        specs = generate_jobs(self.scenario, self.cluster, self.zoo, episode_seed, self.scenario.name,
+                              self._fit_memo)
         eng = self.scenario.engine
         self.sim = Simulator(
             self.cluster, specs, self.zoo, seed=episode_seed, tick_s=eng.tick_s, horizon_s=eng.horizon_s,
