@@ -57,6 +57,7 @@ class _ProposalEnv(ClusterEnv):
 
     def _begin_round(self) -> None:
         self._cap = Capacity.of_sim(self.sim)
+        self._cap_gpus = int(self._cap.gpu.sum())  # kept by _take (GPU demands are whole)
         self._fit: np.ndarray | None = None  # _fits() before the per-job caps, on _cap
         self._held: dict[str, list[int]] = {}  # nodes of each job's placed tasks (fixed in a round)
         self._dirty: set[int] = set()  # nodes whose capacity changed since _fit was computed
@@ -104,6 +105,7 @@ class _ProposalEnv(ClusterEnv):
     def _take(self, node: int, d, sign: int = 1) -> None:
         """Every change of the round's capacity goes here, so that _fits redoes only its node."""
         self._cap.take(node, d, sign)
+        self._cap_gpus -= sign * d.gpu
         self._dirty.add(node)
         self._view_nodes.add(node)
 
@@ -199,7 +201,7 @@ class _ProposalEnv(ClusterEnv):
             jobs = sorted({self._slot_index[jid] for jid in self._view_jobs})
         self._view_nodes.clear()
         self._view_jobs.clear()
-        view, c, cap = self._view, self.cluster, self._cap
+        view, cap = self._view, self._cap
         for a in nodes:  # the other columns are the state's, within [0, 1] already
             row = view["nodes"][a]
             # clipped in float64 before the float32 cast, which equals clipping after it (the
@@ -220,7 +222,7 @@ class _ProposalEnv(ClusterEnv):
             n_wait, gpus_wait = n_wait - 1, gpus_wait - self._starting[i]
         glob = view["global"]
         glob[:] = state["global"]
-        glob[3] = cap.gpu.sum() / max(c.n_gpus, 1)
+        glob[3] = self._cap_gpus / self._n_gpus_div  # exact integers: cap.gpu.sum()'s quotient
         self._set_queue(glob, n_wait, gpus_wait)
         return view
 
@@ -489,6 +491,10 @@ class JointEnv(_ProposalEnv):
     def encode(self, slot: int, role: str, node: int) -> int:
         return (slot * 2 + ROLES.index(role)) * self.max_nodes + node
 
+    def _begin_round(self) -> None:
+        super()._begin_round()
+        self._holds: np.ndarray | None = None  # slots whose job holds nodes, for the release mask
+
     def encode_release(self, slot: int) -> int:
         return self._n_add + slot
 
@@ -509,8 +515,10 @@ class JointEnv(_ProposalEnv):
         view = mask[: self._n_add].reshape(self.max_jobs, 2, self.max_nodes)
         view[: len(fits), :, : self.cluster.n_nodes] = fits
         if len(fits):  # a job holding nodes can be released once a round (slots fixed within it)
+            if self._holds is None:  # the simulator does not change within a round
+                self._holds = np.array([j.n_placed > 0 for j in self.slots()])
             release = mask[self._n_add : self._n_add + len(fits)]
-            release[:] = [j.n_placed > 0 for j in self.slots()]
+            release[:] = self._holds
             for jid in self._released:
                 release[self._slot_of[jid]] = False
         return mask
