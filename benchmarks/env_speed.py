@@ -4,6 +4,7 @@ DLClusterPlace-v0 on `default`).
 
     python benchmarks/env_speed.py [--scenario default] [--steps 5000] [--num-envs 16 64]
         [--repeats 2] [--ids DLClusterPlace-v0 ...] [--batched-ids ...] [--no-sync]
+    python benchmarks/env_speed.py --profile 20000 [--top 15] [--ids ...]   (where a step's time goes)
 
 Both envs take uniformly random actions (ours: among the actions its mask allows, so the
 simulator does real work); resets are included in the time. Times are CPU seconds of this process
@@ -12,12 +13,20 @@ the other processes' turns. Batched: gym.make_vec(id, N, vectorization_mode="vec
 beside gymnasium's SyncVectorEnv of the same id and CartPole's own vector env, each stepped
 `steps` env steps in all (steps / N calls). To compare two trees, run this script with each on
 PYTHONPATH in turn (it uses only `dlclusterenv.ENV_IDS` and gym ids).
+
+`--profile N` runs N random masked steps of each id (the same loop, resets included) under
+cProfile instead and lists the functions with the most own time, in microseconds per step, with
+their time including callees and their calls per step. The profiler adds a cost per call (a
+profiled step takes about 1.5-2x an unprofiled one), so read the shares, not the absolute times.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -25,10 +34,7 @@ import numpy as np
 import dlclusterenv
 
 
-def steps_per_s(env: gym.Env, steps: int, masked: bool) -> float:
-    rng = np.random.default_rng(0)
-    env.reset(seed=0)
-    t0 = time.process_time()
+def run_steps(env: gym.Env, steps: int, masked: bool, rng: np.random.Generator) -> None:
     for _ in range(steps):
         if masked:
             a = int(rng.choice(np.flatnonzero(env.unwrapped.action_masks())))
@@ -37,7 +43,27 @@ def steps_per_s(env: gym.Env, steps: int, masked: bool) -> float:
         _, _, term, trunc, _ = env.step(a)
         if term or trunc:
             env.reset()
+
+
+def steps_per_s(env: gym.Env, steps: int, masked: bool) -> float:
+    rng = np.random.default_rng(0)
+    env.reset(seed=0)
+    t0 = time.process_time()
+    run_steps(env, steps, masked, rng)
     return steps / (time.process_time() - t0)
+
+
+def profile(env: gym.Env, steps: int, top: int) -> list[tuple[str, float, float, float]]:
+    """(function, own us, us including callees, calls) per step of the `top` functions with the
+    most own time over `steps` random masked steps under cProfile."""
+    rng = np.random.default_rng(0)
+    env.reset(seed=0)
+    prof = cProfile.Profile()
+    prof.runcall(run_steps, env, steps, True, rng)
+    stats = pstats.Stats(prof).stats  # (file, line, name) -> (prim calls, calls, own, incl, callers)
+    rows = sorted(stats.items(), key=lambda kv: -kv[1][2])[:top]
+    return [(f"{Path(f).name}:{line}({name})" if line else name, tt / steps * 1e6, ct / steps * 1e6, nc / steps)
+            for (f, line, name), (_, nc, tt, ct, _) in rows]
 
 
 def vector_steps_per_s(vec, steps: int, masked: bool) -> float:
@@ -70,11 +96,22 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--ids", nargs="+", default=list(dlclusterenv.ENV_IDS))
     ap.add_argument("--batched-ids", nargs="+", help="ids of the batched part (default: --ids)")
     ap.add_argument("--no-sync", action="store_true", help="skip the SyncVectorEnv comparison")
+    ap.add_argument("--profile", type=int, metavar="N", help="profile N steps of each id instead")
+    ap.add_argument("--top", type=int, default=15, help="functions listed per id with --profile")
     a = ap.parse_args(argv)
-    for name, v in (("--steps", [a.steps]), ("--repeats", [a.repeats]), ("--num-envs", a.num_envs)):
+    for name, v in (("--steps", [a.steps]), ("--repeats", [a.repeats]), ("--num-envs", a.num_envs),
+                    ("--profile", [1 if a.profile is None else a.profile]), ("--top", [a.top])):
         if min(v) < 1:
             ap.error(f"{name}: {min(v)} is not a positive whole number")
     r, sc = a.repeats, a.scenario
+    if a.profile is not None:
+        for eid in a.ids:
+            rows = profile(gym.make(eid, scenario=sc), a.profile, a.top)
+            print(f"{eid} on {sc}, {a.profile} random masked steps under cProfile (us per step)")
+            print(f"  {'own':>8}{'incl':>9}{'calls':>8}  function")
+            for fn, own, incl, calls in rows:
+                print(f"  {own:8.1f}{incl:9.1f}{calls:8.2f}  {fn}")
+        return
     cart = best(lambda: gym.make("CartPole-v1"), lambda e: steps_per_s(e, a.steps, False), r)
     print(f"{'CartPole-v1':<22}{cart:>12,.0f} steps/CPU-s")
     for eid in a.ids:

@@ -14,7 +14,7 @@ Definitions (stated once, used everywhere):
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -68,11 +68,13 @@ class Metrics:
     timeline: tuple[tuple[float, float, float, float, float], ...] = field(repr=False, default=())
 
     def summary(self) -> dict[str, float]:
-        """Scalar metrics only (no per-job rows or timeline); wall-clock latency excluded."""
-        d = asdict(self)
-        for k in ("jobs", "timeline", "decision_latency_ms"):
-            d.pop(k)
-        return d
+        """Scalar metrics only (no per-job rows or timeline); wall-clock latency excluded. Read
+        field by field in their order, as `asdict` then popping gave: `asdict` deep-copied every
+        job row and timeline entry first (2.6 ms at a random Place episode's end on `default`)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_SUMMARY}
+
+
+_NOT_SUMMARY = ("jobs", "timeline", "decision_latency_ms")
 
 
 def summarize(sim: Simulator) -> Metrics:

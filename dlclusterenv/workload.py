@@ -260,8 +260,11 @@ def _pick(rng: np.random.Generator, lo_hi: tuple[int, int] | None, default: int)
     return int(rng.integers(lo_hi[0], lo_hi[1] + 1))
 
 
-def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, where: str = "") -> list[JobSpec]:
-    """The scenario's jobs for this seed; validated against the zoo and the cluster."""
+def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, where: str = "",
+                  fit_memo: tuple[dict, dict] | None = None) -> list[JobSpec]:
+    """The scenario's jobs for this seed; validated against the zoo and the cluster. `fit_memo`:
+    the caller's (per model, per shape) verdicts of the fit check (`_check_fits`), kept between
+    calls with the same cluster and zoo, e.g. an env's resets (the check was most of a reset)."""
     w = sc.workload
     rng = np.random.default_rng([seed, 7])
     for name in list(w.models) + [j.model for j in w.jobs]:
@@ -390,7 +393,7 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
                     gpu_milli=trace.jobs[i].gpu_milli if g is not None else 1000,
                 )
             )
-    _check_fits(specs, origins, cluster, zoo, where)
+    _check_fits(specs, origins, cluster, zoo, where, fit_memo)
     if w.kind == "trace":
         eff = efficiency.make(sc.efficiency)
         specs = [replay_work(s, float(dur), cluster, zoo.models[s.model], eff.table(s.model, zoo.models[s.model]))
@@ -579,13 +582,16 @@ def _untimed(cluster: Cluster, m: ModelSpec, name: str) -> str | None:
 
 def _check_fits(
     specs: list[JobSpec], origins: list[tuple[str, str]], cluster: Cluster, zoo: ModelZoo,
-    where: str,
+    where: str, memo: tuple[dict, dict] | None = None,
 ) -> None:
     """A job that could never run on this cluster is a config error, not a silent starvation;
     the message names the key and value (or trace line) the job came from, or its model's key
-    when a single task of the model fits no node."""
-    task_why: dict[str, str | None] = {}  # per model, then per shape: thousands of trace jobs
-    job_why: dict[tuple[str, int, int], str | None] = {}  # share a few of each
+    when a single task of the model fits no node. `memo`: verdicts of earlier calls on the same
+    cluster and zoo (a verdict found there raises again, naming this call's job)."""
+    # per model, then per shape: thousands of trace jobs share a few of each
+    task_why: dict[str, str | None]
+    job_why: dict[tuple[str, int, int], str | None]
+    task_why, job_why = memo if memo is not None else ({}, {})
     for s, (origin, model_key) in zip(specs, origins):
         m = zoo.models[s.model]
         if s.model not in task_why:

@@ -297,3 +297,21 @@ def test_inf_or_nan_at_gym_make_is_refused_naming_the_option(env_id, option, val
     shown = "nan" if option == "scenario" else re.escape(repr(value))
     with pytest.raises(ConfigError, match=rf"{needle}.*\(value: {shown}\)"):
         gym.make(env_id, **{"scenario": "tiny", option: value})
+
+
+def test_fit_verdicts_kept_between_resets_still_refuse(tmp_path):
+    """generate_jobs' fit_memo (an env keeps it across resets): the jobs drawn are the same, and
+    a never-fitting job is refused again on the next call, naming that call's job."""
+    from dlclusterenv.cluster import build_cluster
+    from dlclusterenv.workload import build, generate_jobs, load_scenario
+
+    sc, cluster, zoo, jobs = build("default", 4)
+    memo: tuple[dict, dict] = ({}, {})
+    assert generate_jobs(sc, cluster, zoo, 4, "default", memo) == jobs and memo[0] and memo[1]
+    assert generate_jobs(sc, cluster, zoo, 4, "default", memo) == jobs
+    path = _scenario(tmp_path, UNIFORM + "  num_jobs: 2\n  models: {ResNet-50: 1}\n  num_ps: [30, 30]\n")
+    bad, _ = load_scenario(path)
+    memo = ({}, {})
+    for _ in range(2):
+        with pytest.raises(ConfigError, match=r"job j0 \(ResNet-50, 30 PS, 1 workers\) needs 92 CPU"):
+            generate_jobs(bad, build_cluster(bad.cluster), zoo, 0, str(path), memo)

@@ -1,4 +1,5 @@
-"""benchmarks/env_speed.py refuses counts it cannot time (a zero --repeats was a bare max() error)."""
+"""benchmarks/env_speed.py refuses counts it cannot time (a zero --repeats was a bare max() error),
+and its --profile lists where a step's time goes."""
 
 from __future__ import annotations
 
@@ -13,8 +14,20 @@ import env_speed  # noqa: E402
 
 
 @pytest.mark.parametrize(("args", "name"), [(["--repeats", "0"], "--repeats"), (["--steps", "0"], "--steps"),
-                                            (["--num-envs", "16", "0"], "--num-envs")])
+                                            (["--num-envs", "16", "0"], "--num-envs"),
+                                            (["--profile", "0"], "--profile"), (["--top", "0"], "--top")])
 def test_a_count_below_one_is_a_usage_error_naming_it(args, name, capsys):
     with pytest.raises(SystemExit) as e:
         env_speed.main(args)
     assert e.value.code == 2 and f"{name}: 0 is not a positive whole number" in capsys.readouterr().err
+
+
+def test_profile_lists_the_step_and_the_simulator_per_step(capsys):
+    rows = env_speed.profile(env_speed.gym.make("DLClusterPlace-v0", scenario="tiny"), 60, 400)
+    by_name = {fn.rpartition("(")[2].rstrip(")"): (own, incl, calls) for fn, own, incl, calls in rows}
+    own, incl, calls = by_name["_step"]
+    assert calls == 1.0 and incl >= own > 0  # one env step per step, its callees included
+    assert by_name["advance"][1] > 0 and by_name["advance"][1] < incl  # the simulator is inside it
+    env_speed.main(["--profile", "30", "--top", "5", "--scenario", "tiny", "--ids", "DLClusterJoint-v0"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("DLClusterJoint-v0 on tiny, 30 random masked steps") and len(out) == 2 + 5

@@ -57,6 +57,7 @@ class _ProposalEnv(ClusterEnv):
 
     def _begin_round(self) -> None:
         self._cap = Capacity.of_sim(self.sim)
+        self._cap_gpus = int(self._cap.gpu.sum())  # kept by _take (GPU demands are whole)
         self._fit: np.ndarray | None = None  # _fits() before the per-job caps, on _cap
         self._held: dict[str, list[int]] = {}  # nodes of each job's placed tasks (fixed in a round)
         self._dirty: set[int] = set()  # nodes whose capacity changed since _fit was computed
@@ -104,6 +105,7 @@ class _ProposalEnv(ClusterEnv):
     def _take(self, node: int, d, sign: int = 1) -> None:
         """Every change of the round's capacity goes here, so that _fits redoes only its node."""
         self._cap.take(node, d, sign)
+        self._cap_gpus -= sign * d.gpu
         self._dirty.add(node)
         self._view_nodes.add(node)
 
@@ -119,7 +121,9 @@ class _ProposalEnv(ClusterEnv):
                 self._need = Capacity.needs([d for j in slots for d in (j.model.ps, j.model.worker)])
                 self._fit = self._cap.fits_many(self._need).reshape(len(slots), 2, -1)
                 self._slot_of = {j.job_id: i for i, j in enumerate(slots)}
-                self._no_ps = np.array([not j.uses_ps for j in slots])
+                # the (slot, role) pairs that can take a task: all-reduce jobs have no PS
+                self._allowed = np.ones((len(slots), 2, 1), dtype=bool)
+                self._allowed[[not j.uses_ps for j in slots], 0] = False
                 self._capped, self._cap_jobs = set(), self._cap_jobs | set(self._added)
             else:  # one node at a time (a step changes one or two)
                 for a in self._dirty:
@@ -132,8 +136,7 @@ class _ProposalEnv(ClusterEnv):
             else:
                 self._capped.discard(i)
         self._cap_jobs.clear()
-        ok = self._fit.copy()
-        ok[self._no_ps, 0] = False  # all-reduce jobs have no PS
+        ok = self._fit & self._allowed
         if self._capped:
             ok[sorted(self._capped)] = False
         return ok
@@ -175,13 +178,13 @@ class _ProposalEnv(ClusterEnv):
         self._released.add(job.job_id)
         self._changed(job.job_id)
 
-    def _write_own(self, out: dict[str, np.ndarray]) -> None:
+    def _shown(self) -> dict[str, np.ndarray]:
         """The round so far is part of the state: nodes and the free-GPU fraction show the capacity
         left after this round's proposals, each job slot its proposed (p, w), and the queue
         features leave out the jobs this round starts. Without this the observation
-        does not change within a round, and a policy cannot tell how much it has already added."""
-        for k, v in self._round_view().items():  # the arrays the round changes
-            out[k][...] = v
+        does not change within a round, and a policy cannot tell how much it has already added.
+        The round view's arrays replace the state's (same keys, same order)."""
+        return {**self._state_obs(), **self._round_view()}
 
     def _round_view(self) -> dict[str, np.ndarray]:
         """The round's observation, built from the state once per round (and state generation)
@@ -198,13 +201,14 @@ class _ProposalEnv(ClusterEnv):
             jobs = sorted({self._slot_index[jid] for jid in self._view_jobs})
         self._view_nodes.clear()
         self._view_jobs.clear()
-        view, c, cap = self._view, self.cluster, self._cap
+        view, cap = self._view, self._cap
         for a in nodes:  # the other columns are the state's, within [0, 1] already
             row = view["nodes"][a]
-            row[1] = cap.cpu[a] / c.cpus[a]
-            row[2] = cap.mem[a] / c.memory[a]
-            row[3] = cap.gpu[a] / max(c.gpus[a], 1)
-            np.clip(row[1:4], 0.0, 1.0, out=row[1:4])
+            # clipped in float64 before the float32 cast, which equals clipping after it (the
+            # cast is monotone, 0 and 1 are exact, and no value here is a negative zero)
+            row[1] = min(max(cap.cpu.item(a) / self._cpus_l[a], 0.0), 1.0)
+            row[2] = min(max(cap.mem.item(a) / self._mem_l[a], 0.0), 1.0)
+            row[3] = min(max(cap.gpu.item(a) / self._gpus_div[a], 0.0), 1.0)
         for i in jobs:  # a pending job's proposal starts from zero
             job = slots[i]
             p, w = self._proposed(job)
@@ -218,7 +222,7 @@ class _ProposalEnv(ClusterEnv):
             n_wait, gpus_wait = n_wait - 1, gpus_wait - self._starting[i]
         glob = view["global"]
         glob[:] = state["global"]
-        glob[3] = cap.gpu.sum() / max(c.n_gpus, 1)
+        glob[3] = self._cap_gpus / self._n_gpus_div  # exact integers: cap.gpu.sum()'s quotient
         self._set_queue(glob, n_wait, gpus_wait)
         return view
 
@@ -487,6 +491,10 @@ class JointEnv(_ProposalEnv):
     def encode(self, slot: int, role: str, node: int) -> int:
         return (slot * 2 + ROLES.index(role)) * self.max_nodes + node
 
+    def _begin_round(self) -> None:
+        super()._begin_round()
+        self._holds: np.ndarray | None = None  # slots whose job holds nodes, for the release mask
+
     def encode_release(self, slot: int) -> int:
         return self._n_add + slot
 
@@ -507,8 +515,10 @@ class JointEnv(_ProposalEnv):
         view = mask[: self._n_add].reshape(self.max_jobs, 2, self.max_nodes)
         view[: len(fits), :, : self.cluster.n_nodes] = fits
         if len(fits):  # a job holding nodes can be released once a round (slots fixed within it)
+            if self._holds is None:  # the simulator does not change within a round
+                self._holds = np.array([j.n_placed > 0 for j in self.slots()])
             release = mask[self._n_add : self._n_add + len(fits)]
-            release[:] = [j.n_placed > 0 for j in self.slots()]
+            release[:] = self._holds
             for jid in self._released:
                 release[self._slot_of[jid]] = False
         return mask

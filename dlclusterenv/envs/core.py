@@ -243,8 +243,14 @@ class ClusterEnv(gym.Env):
         self._slot_masks = np.tril(np.ones((self.max_jobs + 1, self.max_jobs), np.float32), -1)
         self._max_cpus, self._max_mem = float(c.cpus.max()), float(c.memory.max())
         self._total_cpus = float(c.cpus.sum())
+        # per-node constants as Python numbers: a patch reads one node at a time, and a Python
+        # float's arithmetic is the float64 arithmetic of the arrays' elements (same bits)
+        self._cpus_l, self._mem_l = c.cpus.tolist(), c.memory.tolist()
+        self._gpus_div = np.maximum(c.gpus, 1).tolist()
+        self._n_gpus_div = max(c.n_gpus, 1)
         self._no_task = np.zeros(TASK_F, np.float32)
         self._obs_gen = 0  # counts state rebuilds: what is cached on the state names its generation
+        self._fit_memo: tuple[dict, dict] = ({}, {})  # generate_jobs' fit verdicts (same cluster, zoo)
         self.sim: Simulator | None = None
         self._mask = None
         self.decision_index = 0
@@ -258,7 +264,8 @@ class ClusterEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         episode_seed = seed if seed is not None else int(self.np_random.integers(2**31 - 1))
-        specs = generate_jobs(self.scenario, self.cluster, self.zoo, episode_seed, self.scenario.name)
+        specs = generate_jobs(self.scenario, self.cluster, self.zoo, episode_seed, self.scenario.name,
+                              self._fit_memo)
         eng = self.scenario.engine
         self.sim = Simulator(
             self.cluster, specs, self.zoo, seed=episode_seed, tick_s=eng.tick_s, horizon_s=eng.horizon_s,
@@ -271,6 +278,7 @@ class ClusterEnv(gym.Env):
         self._job_block = np.zeros((self.max_jobs, JOB_F), np.float32)  # rows of the job slots
         self._job_keys: list[tuple | None] = [None] * self.max_jobs  # the state each row shows
         self._rows_now = math.nan  # the time the rows show
+        self._row_consts: dict[str, tuple] = {}  # job id -> its row's fixed parts (_job_row)
         self._state_stamp = None  # (sim, version, now) that _state_cache shows
         self._new_round()
         self._settle()
@@ -349,7 +357,8 @@ class ClusterEnv(gym.Env):
             self.decision_hook(self)
 
     # Subclasses define the round: _begin_round(), _round_over(), _act(a), _compute_masks(), and
-    # may override _end_round() (the Decision applied when the round closes) and _write_own()
+    # may override _end_round() (the Decision applied when the round closes), _shown() (arrays
+    # that replace the state's whole) and _write_own()
     # (what the observation shows beyond the state, e.g. the placement env's focal task).
     def _end_round(self) -> Decision:
         return Decision()
@@ -408,9 +417,9 @@ class ClusterEnv(gym.Env):
         return self.sim.active_jobs()[: self.max_jobs]
 
     def _obs(self) -> dict[str, np.ndarray]:
-        """A fresh observation (callers may write into it): copies of the state's arrays, then
-        the env's own parts (`_write_own`)."""
-        out = {k: v.copy() for k, v in self._state_obs().items()}
+        """A fresh observation (callers may write into it): copies of the shown arrays
+        (`_shown`), then the env's own parts (`_write_own`)."""
+        out = {k: v.copy() for k, v in self._shown().items()}
         for k in self.extra_obs_keys:
             out[k] = np.empty(self.observation_space[k].shape, np.float32)
         self._write_own(out)
@@ -419,13 +428,19 @@ class ClusterEnv(gym.Env):
     def _write_obs(self, out: dict[str, np.ndarray]) -> None:
         """Write the observation into `out`'s arrays: the batched env's rows, so that a batched
         step copies each array once."""
-        for k, v in self._state_obs().items():
+        for k, v in self._shown().items():
             out[k][...] = v
         self._write_own(out)
 
+    def _shown(self) -> dict[str, np.ndarray]:
+        """The arrays an observation starts from, in the observation's key order: the state's,
+        or a subclass's whole replacements of some (the allocation envs' round view), so that
+        each array is copied once, not copied and then overwritten."""
+        return self._state_obs()
+
     def _write_own(self, out: dict[str, np.ndarray]) -> None:
-        """What a subclass shows over the state (`out` holds the state's arrays): the focal task,
-        the round's proposals, its own arrays (`extra_obs_keys`)."""
+        """What a subclass shows over `_shown()` (`out` holds its arrays): the focal task, its
+        own arrays (`extra_obs_keys`)."""
 
     def _state_obs(self) -> dict[str, np.ndarray]:
         """What the simulator's state shows (no focal task), rebuilt only when the simulator
@@ -442,7 +457,11 @@ class ClusterEnv(gym.Env):
         self._obs_gen += 1  # caches derived from the state (focal counts, fit masks) are stale
         n = c.n_nodes
         nodes = self._static_nodes.copy()
-        nodes[:n, 1] = (c.cpus - sim.used_cpu) / c.cpus
+        # free CPUs and GPUs, kept for the patches (each patch redoes its nodes' entries)
+        self._free_cpu = c.cpus - sim.used_cpu
+        self._free_gpus_seen = sim.free_gpus.tolist()
+        self._free_gpu_total = sum(self._free_gpus_seen)
+        nodes[:n, 1] = self._free_cpu / c.cpus
         nodes[:n, 2] = (c.memory - sim.used_mem) / c.memory
         nodes[:n, 3] = sim.free_gpus / np.maximum(c.gpus, 1)
         slots = self.slots()
@@ -478,19 +497,27 @@ class ClusterEnv(gym.Env):
         return self._state_cache
 
     def _job_row(self, j: Job) -> tuple:
-        """A job slot's features (before the clip to 1) at the simulator's time."""
-        m, loss = j.model, j.obs_loss
+        """A job slot's features (before the clip to 1) at the simulator's time. What does not
+        change in a job's life (the work of its max epochs, arrival, GPUs per worker, model
+        size) is computed once per job and episode."""
+        k = self._row_consts.get(j.job_id)
+        if k is None:
+            m = j.model
+            k = self._row_consts[j.job_id] = (
+                j.steps_per_epoch * m.convergence.max_epochs, j.spec.arrival_s, m.worker.gpu,
+                math.log10(m.param_bytes) / 12)
+        loss = j.obs_loss
         running, ps, workers, placed = self._key_features(j)
         return (
             1.0,
             running,
             ps,
             workers,
-            j.steps_done / (j.steps_per_epoch * m.convergence.max_epochs),
-            1.0 - math.exp((j.spec.arrival_s - self.sim.now) / self.time_scale_s),
+            j.steps_done / k[0],
+            1.0 - math.exp((k[1] - self.sim.now) / self.time_scale_s),
             loss[-1][1] / loss[0][1] if loss and loss[0][1] > 0 else 1.0,
-            m.worker.gpu,
-            math.log10(m.param_bytes) / 12,
+            k[2],
+            k[3],
             placed,
         )
 
@@ -509,14 +536,13 @@ class ClusterEnv(gym.Env):
     def _glob(self) -> np.ndarray:
         """The `global` features. Each is >= 0 and clipped to 1 before the float32 cast, which
         equals clipping after it (the cast is monotone and 1 is exact)."""
-        c, sim = self.cluster, self.sim
         queue, waiting, demand = self._queue_features(*self._waiting)
         return np.array([min(v, 1.0) for v in (
-            1.0 - math.exp(-sim.now / (100 * self.time_scale_s)),
+            1.0 - math.exp(-self.sim.now / (100 * self.time_scale_s)),
             queue,
             self._n_running / self.max_jobs,
-            sim.free_gpus.sum() / max(c.n_gpus, 1),
-            (c.cpus - sim.used_cpu).sum() / self._total_cpus,
+            self._free_gpu_total / self._n_gpus_div,  # exact integers: the same quotient
+            self._free_cpu.sum() / self._total_cpus,  # the same array summed in the same order
             waiting,
             demand,
         )], np.float32)
@@ -526,15 +552,20 @@ class ClusterEnv(gym.Env):
         clock, not the set of active jobs), bring the state cache from stamp `before` to now by
         recomputing what they show, equal to a rebuild. False (nothing done; the next read
         rebuilds) if the cache did not show `before` or the clock moved."""
-        sim, c = self.sim, self.cluster
+        sim = self.sim
         if self._state_stamp != before or sim.now != before[2]:
             return False
         cache = self._state_cache
-        for a in nodes:
-            row, cpus, mem = cache["nodes"][a], c.cpus[a], c.memory[a]
-            row[1] = (cpus - sim.used_cpu[a]) / cpus
-            row[2] = (mem - sim.used_mem[a]) / mem
-            row[3] = sim.free_gpus[a] / max(c.gpus[a], 1)
+        node_rows, free_cpu, seen = cache["nodes"], self._free_cpu, self._free_gpus_seen
+        for a in nodes:  # Python floats: the float64 operations of the rebuild, one node
+            row, cpus, mem = node_rows[a], self._cpus_l[a], self._mem_l[a]
+            free_cpu[a] = f = cpus - sim.used_cpu.item(a)
+            g = sim.free_gpus.item(a)
+            self._free_gpu_total += g - seen[a]
+            seen[a] = g
+            row[1] = f / cpus
+            row[2] = (mem - sim.used_mem.item(a)) / mem
+            row[3] = g / self._gpus_div[a]
         status_changed = False
         for j in jobs:
             i = self._slot_index.get(j.job_id)
@@ -553,8 +584,8 @@ class ClusterEnv(gym.Env):
             cache["global"] = self._glob()
         else:  # the resources' features only
             glob = cache["global"]
-            glob[3] = min(sim.free_gpus.sum() / max(c.n_gpus, 1), 1.0)
-            glob[4] = min((c.cpus - sim.used_cpu).sum() / self._total_cpus, 1.0)
+            glob[3] = min(self._free_gpu_total / self._n_gpus_div, 1.0)
+            glob[4] = min(free_cpu.sum() / self._total_cpus, 1.0)
         self._state_stamp = (id(sim), sim.version, sim.now)
         return True
 
@@ -568,12 +599,13 @@ class ClusterEnv(gym.Env):
 
     def _info(self) -> dict:
         sim = self.sim
+        active = len(sim.active_jobs())
         return {
             "time": sim.now,
             "decision_index": self.decision_index,
-            "jobs_active": len(sim.active_jobs()),
-            "jobs_done": len(sim.jobs) - len(sim.active_jobs()),
-            "action_mask": self.action_masks(),
+            "jobs_active": active,
+            "jobs_done": len(sim.jobs) - active,
+            "action_mask": self._masks().copy(),
         }
 
     # ------------------------------------------------------------------ render

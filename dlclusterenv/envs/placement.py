@@ -100,13 +100,14 @@ class PlacementEnv(ClusterEnv):
         return hit[1]
 
     def _fits_at(self, a: int, d) -> bool:
-        """`fits(d)[a]` on the simulator's free capacity: the same float64 operations, one node."""
+        """`fits(d)[a]` on the simulator's free capacity: the same float64 operations, one node
+        (in Python floats, whose arithmetic is float64's)."""
         c, sim = self.cluster, self.sim
-        return bool(
-            c.cpus[a] - sim.used_cpu[a] + 1e-9 >= d.cpu
-            and c.memory[a] - sim.used_mem[a] + 1e-9 >= d.mem_gb
-            and c.nic[a] - sim.used_bw[a] + 1e-3 >= d.bw_MBps * 1e6
-            and sim.free_gpus[a] >= d.gpu
+        return (
+            c.cpus.item(a) - sim.used_cpu.item(a) + 1e-9 >= d.cpu
+            and c.memory.item(a) - sim.used_mem.item(a) + 1e-9 >= d.mem_gb
+            and c.nic.item(a) - sim.used_bw.item(a) + 1e-3 >= d.bw_MBps * 1e6
+            and sim.free_gpus.item(a) >= d.gpu
         )
 
     # ------------------------------------------------------------------ observation

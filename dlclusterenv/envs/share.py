@@ -120,6 +120,8 @@ class ShareEnv(ClusterEnv):
         )
         # each real GPU's place in the (node, GPU slot) grid, and its memory
         self._gpu_cell = (c.gpu_node * G + c.gpu_slot).astype(np.int64)
+        if np.array_equal(self._gpu_cell, np.arange(c.n_gpus)):  # every node has G GPUs: the
+            self._gpu_cell = slice(0, c.n_gpus)  # grid's first cells, a slice (no fancy indexing)
         self._gpu_cap = c.gpu_memory[c.gpu_node].astype(float)
         self._gpu_valid = np.zeros(N * G, np.float32)
         self._gpu_valid[self._gpu_cell] = 1.0
