@@ -84,7 +84,7 @@ Choices where the sources leave room:
 - Extrapolation (ours): the fitted speed model answers only for p up to EXTRAPOLATE (2) x the
   largest p measured for the model (own or pooled samples) and w up to 2 x the largest w; beyond,
   there is no estimate, so that increment gains nothing this round. Samples measured under
-  contention are noisy, and nnls then often sets t4 (the per-PS cost) to 0: the fit promises gains
+  contention are noisy, and nnls then often sets the per-PS cost (t4*p) to 0: the fit promises gains
   from every further PS, and unbounded the greedy gave an AlexNet job 796 PS for 3 workers (default
   scenario, seed 0). Each interval the job runs the shape it got, which widens the range, so the
   reach doubles per interval as measurements come in ([code] has no such bound).
