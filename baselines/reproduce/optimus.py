@@ -7,8 +7,8 @@ printed beside them as the upper bound on better prediction, not as a claim of t
 same scenario for the makespan ordering.
 
 Testbed observable besides the claims (issue 12): the error of Optimus' fitted speed model f(p, w)
-(seed 003's sync model in the engine's units, fitted by `baselines.optimus.fit_speed` to the speeds its jobs measured,
-pooled per model) against the engine's true speed, on this scenario, whose jobs are all synchronous
+(seed 003's sync model in the engine's units, fitted by `baselines.optimus.fit_speed` to the speeds
+its jobs measured, pooled per model) against the engine's true speed, on this scenario, whose jobs are all synchronous
 (seed 002 "Sync and Async": "both convergence estimation error and speed estimation error are small
 with synchronous"). `speed_error`: at every full reallocation, for every running job, the model is
 refitted without the samples of the job's own (p, w) (leave-that-shape-out, so the error is a
