@@ -25,9 +25,9 @@ Seed 002 ("Optimus", lecture 10) gives the allocation heuristic and the placemen
    batch_size=32, kv_store='dist_sync', scale_bs=True); [code] job.py __set_batch_size then gives
    every worker the whole batch size), and speeds are local batches/s, so f = w x iterations/s.
    Rewritten in these units from the paper's own terms (speed_features, with the derivation), sync
-   and async take one form, w/f = t0 + t1*w/p + t2*w + t3*p, linear in t >= 0, fitted by scipy.optimize.nnls to
-   the speeds measured so far (JobView.observed_speed), rows scaled by 1/y so residuals are
-   relative. The fixed-M form (before audit5's finding) is kept as the comparison in
+   and async take one form, w/f = t0 + t1*w/p + t2*w + t3*p, linear in t >= 0, fitted by
+   scipy.optimize.nnls to the speeds measured so far (JobView.observed_speed), rows scaled by 1/y
+   so residuals are relative. The fixed-M form (before audit5's finding) is kept as the comparison in
    benchmarks/optimus_speed_features.py.
 3. Allocation, seed 002 "Marginal Gain based Heuristic": every job first gets 1 PS + 1 worker
    (arrival order, while they fit); then repeatedly the job with the largest marginal gain, the
@@ -148,8 +148,8 @@ def speed_features(p: float, w: float) -> np.ndarray:
 
     All-reduce (p = 0, not in the seeds, our choice): 1/f = [1/w, 1, w] . t, i.e. T = w/f = t0 +
     t1*w + t2*w^2: t0 the local compute plus the ring's transfer (2(w-1)/w of the gradient per
-    worker, within 2x of constant), t1*w the per-worker overhead (seed 003's t3*w) and the ring's
-    2(w-1) messages. t2*w^2 has no counterpart in the paper's terms (nnls may set it to 0); it is
+    worker: none at w = 1, then within 2x of constant), t1*w the per-worker overhead (seed 003's
+    t3*w) and the ring's 2(w-1) messages. t2*w^2 has no counterpart in the paper's terms (nnls may set it to 0); it is
     kept because dropping it moves every Philly run (all all-reduce), not re-measured here."""
     if p == 0:
         return np.array([1.0 / w, 1.0, w])

@@ -24,7 +24,8 @@ def job_sizes(scenario: str, seed: int) -> dict[str, tuple[int, int, int]]:
         sim.apply(sched.decide(sim.view()))
         for j in sim.jobs.values():
             if j.status == "running":
-                most[j.job_id] = max(most.get(j.job_id, (0, 0, 0)), (j.num_ps + j.num_workers, j.num_ps, j.num_workers))
+                size = (j.num_ps + j.num_workers, j.num_ps, j.num_workers)
+                most[j.job_id] = max(most.get(j.job_id, (0, 0, 0)), size)
         sim.advance()
     return most
 

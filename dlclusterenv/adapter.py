@@ -130,7 +130,8 @@ class SchedulerAdapter:
                 nodes = [final[f"{jid}/{prefix}{i}"] for i in range(hi)]
                 order = range(lo, hi) if lo or not joint else _release_order(old, nodes)
                 for i in order:
-                    adds.append(env.encode(slot, role, nodes[i]) if joint else 2 * slot + ROLES.index(role))
+                    adds.append(
+                        env.encode(slot, role, nodes[i]) if joint else 2 * slot + ROLES.index(role))
         return releases + adds
 
     def act(self) -> int:

@@ -8,9 +8,9 @@ same scenario for the makespan ordering.
 
 Testbed observable besides the claims (issue 12): the error of Optimus' fitted speed model f(p, w)
 (seed 003's sync model in the engine's units, fitted by `baselines.optimus.fit_speed` to the speeds
-its jobs measured, pooled per model) against the engine's true speed, on this scenario, whose jobs are all synchronous
-(seed 002 "Sync and Async": "both convergence estimation error and speed estimation error are small
-with synchronous"). `speed_error`: at every full reallocation, for every running job, the model is
+its jobs measured, pooled per model) against the engine's true speed, on this scenario, whose jobs
+are all synchronous (seed 002 "Sync and Async": "both convergence estimation error and speed
+estimation error are small with synchronous"). `speed_error`: at every full reallocation, for every running job, the model is
 refitted without the samples of the job's own (p, w) (leave-that-shape-out, so the error is a
 prediction, as where Optimus uses the fit: for shapes not measured) and its prediction compared with
 the job's true speed alone on the cluster at its actual placement (`Simulator.isolated_speed`).
