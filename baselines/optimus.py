@@ -16,10 +16,19 @@ Seed 002 ("Optimus", lecture 10) gives the allocation heuristic and the placemen
    threshold is the simulator's definition of convergence). Remaining work Q_j is in *steps* (that
    epoch x steps_per_epoch - steps done) and speeds in steps/s, so Q_j / f is seconds ([code]
    divides remaining *epochs* by steps/s).
-2. Speed model, seed 003: sync 1/f = t0*M/w + t1 + t2*w/p + t3*w + t4*p, async w/f = t0 + t1*w/p +
-   t2*w + t3*p, linear in t >= 0, fitted by scipy.optimize.nnls to the speeds measured so far
-   (JobView.observed_speed), rows scaled by 1/y so residuals are relative. The global batch M is
-   fixed per job, so t0*M is one coefficient.
+2. Speed model, seed 003 (lines 37-42: speed is set by forward, backward and communication time,
+   sync and async differ, the numbers of PS and workers determine them; the formulas themselves are
+   figures, lost from the text): in the paper's units, iterations/s with the global batch M fixed
+   per job, sync 1/f = t0*M/w + t1 + t2*w/p + t3*w + t4*p and async w/f = t0 + t1*w/p + t2*w +
+   t3*p. The engine scales weakly (issue 11, README "Speed model fidelity"): each worker computes
+   its own local batch m, as [code] runs its sync jobs (seed 003 line 340: ResNet-50 set_train(...,
+   batch_size=32, kv_store='dist_sync', scale_bs=True); [code] job.py __set_batch_size then gives
+   every worker the whole batch size), and speeds are local batches/s, so f = w x iterations/s.
+   Rewritten in these units from the paper's own terms (speed_features, with the derivation), sync
+   and async take one form, w/f = t0 + t1*w/p + t2*w + t3*p, linear in t >= 0, fitted by
+   scipy.optimize.nnls to the speeds measured so far (JobView.observed_speed), rows scaled by 1/y
+   so residuals are relative. The fixed-M form (before audit5's finding) is kept as the comparison in
+   benchmarks/optimus_speed_features.py.
 3. Allocation, seed 002 "Marginal Gain based Heuristic": every job first gets 1 PS + 1 worker
    (arrival order, while they fit); then repeatedly the job with the largest marginal gain, the
    cut in Q_j / f per unit of the added task's dominant resource *share of cluster capacity*, gets
@@ -31,7 +40,7 @@ Seed 002 ("Optimus", lecture 10) gives the allocation heuristic and the placemen
 Choices where the sources leave room:
 - Identifiable speed samples. A job measures only the (p, w) it ran. The paper profiles each new job
   on a few (p, w) before scheduling it; [code] test_speed profiles p = w only, where w/p is constant
-  and p equals w, so the sync model cannot be identified (not copied). Here profiling is emulated
+  and p equals w, so the model cannot be identified (not copied). Here profiling is emulated
   in production: samples of jobs of the same model are pooled ([code] test_speed reuses the speed
   points of jobs of the same workload), and while a model's pooled samples lack full rank its jobs
   do not take part in the greedy ([code] leaves jobs without an estimate at 1 PS + 1 worker) but
@@ -75,7 +84,7 @@ Choices where the sources leave room:
 - Extrapolation (ours): the fitted speed model answers only for p up to EXTRAPOLATE (2) x the
   largest p measured for the model (own or pooled samples) and w up to 2 x the largest w; beyond,
   there is no estimate, so that increment gains nothing this round. Samples measured under
-  contention are noisy, and nnls then often sets t4 (the per-PS cost) to 0: the fit promises gains
+  contention are noisy, and nnls then often sets the per-PS cost (t4*p) to 0: the fit promises gains
   from every further PS, and unbounded the greedy gave an AlexNet job 796 PS for 3 workers (default
   scenario, seed 0). Each interval the job runs the shape it got, which widens the range, so the
   reach doubles per interval as measurements come in ([code] has no such bound).
@@ -106,7 +115,9 @@ from dlclusterenv.config import Demand
 from dlclusterenv.placers import Capacity
 
 # Profiling shapes, small first, varying p and w independently (not p = w only): the first five give
-# the sync features [1/w, 1, w/p, w, p] full rank 5, the first four the async features rank 4.
+# the PS features [1, w/p, w, p] full rank 4 (the first four only rank 3: at p = 1, w/p equals w),
+# their distinct w (1, 2, 4, then 3) the all-reduce features [1/w, 1, w] rank 3. Later shapes are
+# run while a model's samples still lack rank (some did not fit, or measured no speed).
 PROFILE_DESIGN = ((1, 1), (1, 2), (2, 2), (1, 4), (2, 4), (2, 1), (3, 3), (1, 3), (3, 6))
 FALLBACK_EPOCHS = 20  # [code] __update_util_queue: end_epoch = job.progress + 20 without a fit
 LOSS_SEGMENTS = 3  # [code] _loss_curve_fitting: NUM_SEGMENTS, sigma /= 4 ** segment
@@ -118,26 +129,44 @@ LOSS_C_GRID = np.log(np.r_[1e-16, np.logspace(-8, 10, 19)])
 
 
 # ----------------------------------------------------------------------------- speed model
-def speed_features(sync: bool, p: float, w: float) -> np.ndarray:
-    """Seed 003: sync 1/f = [M/w, 1, w/p, w, p] . t; async w/f = [1, w/p, w, p] . t.
+def speed_features(p: float, w: float) -> np.ndarray:
+    """Features of the speed model in the engine's units (local batches/s); y = w/f for PS jobs
+    (p > 0), y = 1/f for all-reduce (p = 0); y = features . t.
 
-    All-reduce jobs (p = 0, not in the seeds) keep the terms without a PS: 1/f = [1/w, 1, w] . t
-    (compute split per worker, a fixed exchange, a per-worker message cost), our choice."""
+    Derivation, from seed 003's per-iteration terms (module docstring, item 2): a sync iteration
+    takes T = t0*b + t1 + t2*w/p + t3*w + t4*p, where b is the batch one worker computes (t0*b +
+    t1 its forward and backward pass), t2*w/p the transfer at each PS (w workers' gradients of
+    1/p of the parameters each), t3*w a per-worker and t4*p a per-PS overhead. The paper fixes the
+    global batch M, so b = M/w and, in iterations/s, 1/f = t0*M/w + t1 + ... The engine scales
+    weakly: b = m, the job's local batch, whatever w, so t0*m + t1 is one constant, and f = w/T
+    local batches/s: w/f = (t0*m + t1) + t2*w/p + t3*w + t4*p, four terms where the fixed-M form
+    has five (1/f = [t0*m + t1, t2, t3, t4] . [1/w, 1/p, 1, p/w], the same model divided by w).
+    Async: each worker iterates on its own batch at its own pace, so the paper's w/f = t0 + t1*w/p +
+    t2*w + t3*p already counts a per-worker batch and local batches/s: right as it was, and the
+    same form as sync (the fitted t differ). The async arithmetic is unchanged, so async jobs'
+    decisions are too.
+
+    All-reduce (p = 0, not in the seeds, our choice): 1/f = [1/w, 1, w] . t, i.e. T = w/f = t0 +
+    t1*w + t2*w^2: t0 the local compute plus the ring's transfer (2(w-1)/w of the gradient per
+    worker: none at w = 1, then within 2x of constant), t1*w the per-worker overhead (seed 003's
+    t3*w) and the ring's 2(w-1) messages. t2*w^2 has no counterpart in the paper's terms (nnls may set it to 0); it is
+    kept because dropping it moves every Philly run (all all-reduce), not re-measured here."""
     if p == 0:
         return np.array([1.0 / w, 1.0, w])
-    if sync:
-        return np.array([1.0 / w, 1.0, w / p, w, p])
     return np.array([1.0, w / p, w, p])
 
 
-def fit_speed(samples: dict[tuple[int, int], float], sync: bool) -> np.ndarray | None:
-    """Non-negative t for the speed model from measured speeds; None while not identifiable."""
+def fit_speed(samples: dict[tuple[int, int], float]) -> np.ndarray | None:
+    """Non-negative t for the speed model from measured speeds; None while not identifiable
+    (fewer samples than terms, or features of less than full rank)."""
     pts = [(p, w, f) for (p, w), f in samples.items() if f > 0]
-    n = len(speed_features(sync, pts[0][0], 1.0)) if pts else 5
+    if not pts:
+        return None
+    n = len(speed_features(pts[0][0], 1.0))
     if len(pts) < n:
         return None
-    a = np.array([speed_features(sync, p, w) for p, w, _ in pts])
-    y = np.array([(1.0 / f) if sync else (w / f) for p, w, f in pts])
+    a = np.array([speed_features(p, w) for p, w, _ in pts])
+    y = np.array([(w / f) if p else (1.0 / f) for p, w, f in pts])
     a, y = a / y[:, None], np.ones(len(y))  # relative residuals
     if np.linalg.matrix_rank(a / np.linalg.norm(a, axis=0)) < n:
         return None
@@ -145,11 +174,12 @@ def fit_speed(samples: dict[tuple[int, int], float], sync: bool) -> np.ndarray |
     return theta if theta.any() else None
 
 
-def predict_speed(theta: np.ndarray, sync: bool, p: int, w: int) -> float:
-    d = float(speed_features(sync, p, w) @ theta)
+def predict_speed(theta: np.ndarray, p: int, w: int) -> float:
+    """Local batches/s of the fitted model at (p, w); 0 where the model gives no positive time."""
+    d = float(speed_features(p, w) @ theta)
     if d <= 0:
         return 0.0
-    return 1.0 / d if sync else w / d
+    return w / d if p else 1.0 / d
 
 
 # ----------------------------------------------------------------------------- convergence model
@@ -795,7 +825,7 @@ class Optimus(Scheduler):
         group = self._group(job)
         if group not in self._models:
             pooled = self._pooled(group)
-            self._models[group] = (pooled, fit_speed(pooled, job.sync))
+            self._models[group] = (pooled, fit_speed(pooled))
         pooled, theta = self._models[group]
         fitted = self._predicted.setdefault(group, {})  # this round's predictions
         own = job.observed_speed
@@ -812,7 +842,7 @@ class Optimus(Scheduler):
                 return None
             f = fitted.get((p, w))
             if f is None:
-                f = fitted[(p, w)] = predict_speed(theta, job.sync, p, w)
+                f = fitted[(p, w)] = predict_speed(theta, p, w)
             return f
 
         return speed, theta is not None

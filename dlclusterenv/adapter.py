@@ -125,10 +125,13 @@ class SchedulerAdapter:
                         raise AdapterError(f"DLClusterAlloc cannot size job {jid!r}: {e}") from None
                 continue
             # workers first, the order placers.place_job uses (matters for DLClusterAlloc)
-            for role, prefix, lo, hi in (("worker", "w", w0, w), ("ps", "ps", p0, p)):
-                for i in range(lo, hi):
-                    node = final[f"{jid}/{prefix}{i}"]
-                    adds.append(env.encode(slot, role, node) if joint else 2 * slot + ROLES.index(role))
+            for role, prefix, lo, hi, old in (("worker", "w", w0, w, job.worker_tasks()),
+                                              ("ps", "ps", p0, p, job.ps_tasks())):
+                nodes = [final[f"{jid}/{prefix}{i}"] for i in range(hi)]
+                order = range(lo, hi) if lo or not joint else _release_order(old, nodes)
+                for i in order:
+                    adds.append(
+                        env.encode(slot, role, nodes[i]) if joint else 2 * slot + ROLES.index(role))
         return releases + adds
 
     def act(self) -> int:
@@ -195,6 +198,22 @@ class SchedulerAdapter:
             _, _, term, trunc, _ = self.env.step(self.act())
             done = term or trunc
         return self.env.sim.metrics()
+
+
+def _release_order(old: list, nodes: list[int]) -> list[int]:
+    """Task indices in the order to add a released job's tasks of one role so that the joint env,
+    which names no task index (envs/allocation.py _keep_in_place: a task already on one of the
+    added nodes stays there, the others take the remaining nodes in the order added), gives task i
+    nodes[i]: the tasks it keeps first, then the others in index order. Adding in index order
+    instead could swap tasks between nodes (same speeds, other shards read: Optimus' default run
+    at optspd5)."""
+    left, kept = list(nodes), []
+    for i, t in enumerate(old[: len(nodes)]):
+        if t.node in left:
+            left.remove(t.node)
+            kept.append(i)
+    rest = set(kept)
+    return kept + [i for i in range(len(nodes)) if i not in rest]
 
 
 def _in_slot_order(env, jobs: set[str]):

@@ -7,10 +7,10 @@ printed beside them as the upper bound on better prediction, not as a claim of t
 same scenario for the makespan ordering.
 
 Testbed observable besides the claims (issue 12): the error of Optimus' fitted speed model f(p, w)
-(seed 003's sync model, fitted by `baselines.optimus.fit_speed` to the speeds its jobs measured,
-pooled per model) against the engine's true speed, on this scenario, whose jobs are all synchronous
-(seed 002 "Sync and Async": "both convergence estimation error and speed estimation error are small
-with synchronous"). `speed_error`: at every full reallocation, for every running job, the model is
+(seed 003's sync model in the engine's units, fitted by `baselines.optimus.fit_speed` to the speeds
+its jobs measured, pooled per model) against the engine's true speed, on this scenario, whose jobs
+are all synchronous (seed 002 "Sync and Async": "both convergence estimation error and speed
+estimation error are small with synchronous"). `speed_error`: at every full reallocation, for every running job, the model is
 refitted without the samples of the job's own (p, w) (leave-that-shape-out, so the error is a
 prediction, as where Optimus uses the fit: for shapes not measured) and its prediction compared with
 the job's true speed alone on the cluster at its actual placement (`Simulator.isolated_speed`).
@@ -48,10 +48,10 @@ class _Probe(Optimus):
             ps = [t.node for t in j.tasks if t.role == "ps"]
             wk = [t.node for t in j.tasks if t.role != "ps"]
             held_out = {pw: f for pw, f in self._pooled(self._group(j)).items() if pw != (len(ps), len(wk))}
-            theta = fit_speed(held_out, j.sync)
+            theta = fit_speed(held_out)
             if theta is not None:
                 true = self.sim.isolated_speed(j.job_id, ps, wk)
-                self.errors.append(abs(predict_speed(theta, j.sync, len(ps), len(wk)) - true) / true)
+                self.errors.append(abs(predict_speed(theta, len(ps), len(wk)) - true) / true)
         return d
 
 
