@@ -150,7 +150,7 @@ class _Running:
     reads them)."""
 
     __slots__ = ("view", "job_id", "arrival_s", "attained_gpu_s", "tasks", "num_workers",
-                 "worker_demand", "gpus", "nodes", "held")
+                 "worker_demand", "gpus", "nodes", "held", "sig")
     status = "running"
     _FIXED = frozenset(("num_ps", "ps_demand", "param_bytes"))
 
@@ -161,6 +161,7 @@ class _Running:
         self.gpus = view.num_workers * view.worker_demand.gpu
         self.nodes = tuple(t.node for t in view.tasks)
         self.held = sum(t.demand.gpu for t in view.tasks if t.node >= 0)
+        self.sig = (self.job_id, self.nodes)  # its part of Admission.state
 
     def __getattr__(self, name: str):
         if name not in _Running._FIXED:  # anything else may have moved since the view was taken
@@ -168,9 +169,9 @@ class _Running:
         return getattr(self.view, name)
 
 
-def _nodes(job) -> tuple:
-    """The nodes of a running job's tasks (Admission.state)."""
-    return job.nodes if isinstance(job, _Running) else tuple(t.node for t in job.tasks)
+def _sig(job) -> tuple:
+    """A running job's part of Admission.state: its id and its tasks' nodes."""
+    return job.sig if isinstance(job, _Running) else (job.job_id, tuple(t.node for t in job.tasks))
 
 
 def _held(job) -> int:
@@ -251,6 +252,7 @@ class Tiresias(Scheduler):
         self._failed: tuple = (None, None)
         self._runs: dict[str, _Running] = {}  # the running jobs at the last decision point
         self._prev: dict[str, _Running] = {}  # those at the one before
+        self._per: tuple = (None, 0)  # (cluster, its most GPUs on one server)
 
     def queue_of(self, job_id: str) -> int:
         return self.state[job_id].queue
@@ -264,8 +266,9 @@ class Tiresias(Scheduler):
         (ceil(workers / GPUs per server)) if it is sensitive, else None (any placement)."""
         if not self.sensitive(job) or not job.worker_demand.gpu:
             return None
-        per = int(view.cluster.gpus.max())
-        return math.ceil(job.num_workers / max(per, 1))
+        if self._per[0] is not view.cluster:
+            self._per = (view.cluster, int(view.cluster.gpus.max()))
+        return math.ceil(job.num_workers / max(self._per[1], 1))
 
     def index(self, job: JobView) -> float:
         """The job's 2D-Gittins index in its queue (see the module docstring)."""
@@ -292,14 +295,15 @@ class Tiresias(Scheduler):
     def _running(self, view: ClusterView) -> list[_Running]:
         """The running jobs (arrival order), views built only for those not running before."""
         self._prev, self._runs = self._runs, {}
-        for k, jid in enumerate(view.running.job_ids()):
-            r = self._prev.get(jid)
+        prev, runs = self._prev, self._runs
+        for k, (jid, a) in enumerate(zip(view.running.job_ids(), view.running.attained_gpu_s())):
+            r = prev.get(jid)
             if r is None:
                 r = _Running(view.running[k])
             else:
-                r.attained_gpu_s = view.attained_gpu_s(jid)
-            self._runs[jid] = r
-        return list(self._runs.values())
+                r.attained_gpu_s = a
+            runs[jid] = r
+        return list(runs.values())
 
     def decide(self, view: ClusterView) -> Decision:
         running = self._running(view)
@@ -476,10 +480,14 @@ class Tiresias(Scheduler):
                     self.state[job.job_id].seen_s = now
         # entries into queues in arrival order, as a pass over all jobs in that order would make
         # (only jobs promoted or demoted enter a queue: the others are left out before sorting)
+        top = len(self.thresholds)
+
         def moves(job) -> bool:
+            """Promoted, or its queue's threshold crossed (the thresholds increase, so the count
+            of those crossed exceeds its queue exactly when its own queue's is crossed)."""
             st = self.state[job.job_id]
-            return job.job_id in promoted or sum(
-                job.attained_gpu_s - st.gpu_s0 >= t for t in self.thresholds) > st.queue
+            return job.job_id in promoted or (
+                st.queue < top and job.attained_gpu_s - st.gpu_s0 >= self.thresholds[st.queue])
 
         changed = sorted([j for j in running.values() if j.job_id in self.state and moves(j)]
                          + [j for j in stopped if moves(j)]
@@ -565,8 +573,10 @@ class Admission:
         self.servers = servers if servers is not None else lambda job: None
         self.victims: list[JobView] = []
         self.d = Decision()
-        # (keys of the running jobs, GPUs held by and count of those not preempted, from k on)
+        # (GPUs held by and count of the running jobs not preempted, from k on)
         self._suffix = None
+        self._keys: list | None = None  # the running jobs' keys (ascending: they are in order)
+        self._gone: set[str] = set()  # the victims' ids
         self.failed = _Failed()
         self.first = self.failed
 
@@ -575,7 +585,7 @@ class Admission:
         nodes."""
         c = self.cap
         return (c.cpu.tobytes(), c.mem.tobytes(), c.bw.tobytes(), c.gpu.tobytes(),
-                tuple((r.job_id, _nodes(r)) for r in self.running))
+                tuple(map(_sig, self.running)))
 
     def free_gpus(self) -> int:
         return int(self.cap.gpu.sum())
@@ -584,8 +594,7 @@ class Admission:
         """(GPUs held, count) of the running jobs not preempted yet whose priority is below
         `key`."""
         if self._suffix is None:
-            gone = {v.job_id for v in self.victims}
-            keys = [self.key(r) for r in self.running]
+            gone = self._gone
             held = [
                 0 if r.job_id in gone else _held(r) for r in self.running
             ]
@@ -593,10 +602,16 @@ class Admission:
             for i in range(len(held) - 1, -1, -1):
                 gpus[i] = gpus[i + 1] + held[i]
                 count[i] = count[i + 1] + (self.running[i].job_id not in gone)
-            self._suffix = (keys, gpus, count)
-        keys, gpus, count = self._suffix
-        i = bisect.bisect_right(keys, key)
+            self._suffix = (gpus, count)
+        gpus, count = self._suffix
+        i = self._below(key)
         return gpus[i], count[i]
+
+    def _below(self, key) -> int:
+        """Where the running jobs of lower priority than `key` start in `running`."""
+        if self._keys is None:
+            self._keys = [self.key(r) for r in self.running]
+        return bisect.bisect_right(self._keys, key)
 
     def lower_gpus(self, key) -> int:
         """GPUs held by the running jobs not preempted yet whose priority is below `key`: with
@@ -638,9 +653,11 @@ class Admission:
         """The job's placement now (charged to `cap`), or None. In a walk, `m` lower jobs
         released: what is known of its workers in this state is used and added to, and
         `blame[0]` set False when a failure is not its workers' alone."""
+        w = job.num_workers
+        if m is not None and w * job.worker_demand.gpu > self.free_gpus():
+            return None  # fewer GPUs than its workers: `_room` below would refuse it as well
         seen = None if m is None else self.failed.workers.setdefault(
             (m, job.worker_demand), [[], math.inf])
-        w = job.num_workers
         if seen is not None:
             known = None
             if len(seen[0]) >= w:
@@ -688,9 +705,8 @@ class Admission:
         blame = [True]
         got = self._fit(job, 0, blame)
         if got is None:
-            lower = [
-                r for r in reversed(self.running) if self.key(r) > k and r not in self.victims
-            ]
+            gone = self._gone
+            lower = [r for r in reversed(self.running[self._below(k):]) if r.job_id not in gone]
             freed = []
             for r in lower:
                 self._release(r, 1)
@@ -715,6 +731,7 @@ class Admission:
                     self._unfit(job, trial)
                     freed.remove(r)
             self.victims += freed
+            self._gone.update(r.job_id for r in freed)
             self._suffix = None
             got = self._fit(job)
         add_placement(self.d, job.job_id, *got)
