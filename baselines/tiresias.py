@@ -110,6 +110,7 @@ class _Queued:
     waiting: bool = False  # in its bucket
     a: float = 0.0  # service since it last entered Q0, when it was put in its bucket
     ngi: float = 0.0  # minus its Gittins index then (0 under 2D-LAS); its bucket key if a != 0
+    rkey: tuple = ()  # its priority key while running under 2D-LAS order (set by _enter)
 
 
 class _Bucket:
@@ -318,9 +319,15 @@ class Tiresias(Scheduler):
                 k = keys[j.job_id] = (st.queue, ngi, j.status != "running", st.seq)
             return k
 
+        if self._keyed is None:  # LAS order: a running job's key is fixed by its queue entry
+            state = self.state
+            rkeys = [state[r.job_id].rkey for r in running]
+        else:
+            rkeys = [key(r) for r in running]
+        order = sorted(range(len(running)), key=rkeys.__getitem__)
         admission = Admission(
-            view, sorted(running, key=key), key, self.placer,
-            lambda j: self.servers(view, j),
+            view, [running[i] for i in order], key, self.placer,
+            lambda j: self.servers(view, j), [rkeys[i] for i in order],
         )
         state = admission.state()
         if state == self._failed[0]:  # nothing a walk sees changed since the last decision
@@ -390,6 +397,7 @@ class Tiresias(Scheduler):
     def _enter(self, st: _Queued, queue: int) -> None:
         st.queue = queue
         st.seq = self._seq
+        st.rkey = (queue, 0.0, False, st.seq)
         self._seq += 1
 
     def _wait(self, job_id: str, waiting: bool, job: JobView | None = None) -> None:
@@ -553,7 +561,8 @@ class Admission:
     makes room; a job that does not fit even so waits, and later jobs still get their turn.
     `running` is in priority order, `key` orders any job by priority; `servers(job)`, when given,
     is the most servers the job's workers may be placed on (Tiresias: a sensitive job must be
-    consolidated; None: any), and a placement on more counts as not fitting.
+    consolidated; None: any), and a placement on more counts as not fitting; `keys`, when given,
+    are the running jobs' keys (else made with `key` when first needed).
 
     Failures are remembered (issue 13): the workers of a job are placed first, so where they go
     depends only on their demand, their number and the free resources, and a later job's walk
@@ -566,7 +575,7 @@ class Admission:
 
     def __init__(
         self, view: ClusterView, running: list[JobView], key: Callable, placer,
-        servers: Callable | None = None,
+        servers: Callable | None = None, keys: list | None = None,
     ):
         self.cluster, self.cap, self.placer = view.cluster, Capacity.of(view), placer
         self.running, self.key = running, key
@@ -575,7 +584,7 @@ class Admission:
         self.d = Decision()
         # (GPUs held by and count of the running jobs not preempted, from k on)
         self._suffix = None
-        self._keys: list | None = None  # the running jobs' keys (ascending: they are in order)
+        self._keys = keys  # the running jobs' keys (ascending: they are in order), or None
         self._gone: set[str] = set()  # the victims' ids
         self.failed = _Failed()
         self.first = self.failed

@@ -93,10 +93,10 @@ class Capacity:
 
     def load(self, c: Cluster) -> np.ndarray:
         """Fraction of the node in use, by its most used of CPU, memory and GPU."""
-        used = [1 - self.cpu / c.cpus, 1 - self.mem / c.memory]
-        if c.n_gpus:
-            used.append(np.where(c.gpus > 0, 1 - self.gpu / np.maximum(c.gpus, 1), 0.0))
-        return np.max(used, axis=0)
+        used = np.maximum(1 - self.cpu / c.cpus, 1 - self.mem / c.memory)
+        if c.n_gpus:  # (np.maximum pairwise: the values np.max over the stacked rows gives)
+            used = np.maximum(used, np.where(c.gpus > 0, 1 - self.gpu / np.maximum(c.gpus, 1), 0.0))
+        return used
 
 
 def spread(cluster: Cluster, cap: Capacity, d: Demand, job_nodes: list[int]) -> int:
