@@ -475,3 +475,64 @@ def test_bad_utf8_names_the_line_and_the_byte_offset_in_the_file(tmp_path, fmt):
     with pytest.raises(TraceError, match=rf"{path}:{line}: not UTF-8: byte 0xff at byte offset "
                        rf"{offset:,} of the file \(byte 5 of line {line}\)"):
         load_trace(path, fmt)
+
+
+# Issue 14 (branch tires5): the whole file is parsed column-wise when every row is plain. SHA-256
+# prefix of repr((jobs, duplicates, bad rows, dropped, rows)) of load_philly_csv on the whole
+# file, recorded on main at 7c85e8d (row-by-row reader).
+MAIN_PHILLY_CSV = "5002620265292034"
+
+
+def _rowwise(monkeypatch, path, **window) -> TraceSet:
+    """load_philly_csv with the column-wise parse turned off (main's row-by-row reader)."""
+    import dlclusterenv.traces as traces
+
+    with monkeypatch.context() as m:
+        m.setattr(traces, "_philly_csv_plain", lambda path: None)
+        return load_philly_csv(path, **window)
+
+
+def test_whole_file_column_wise_equals_row_by_row(philly_path, monkeypatch):
+    import hashlib
+
+    from dlclusterenv.traces import _philly_csv_plain
+
+    assert _philly_csv_plain(philly_path) is not None  # the real file takes the column-wise parse
+    fast = load_philly_csv(philly_path)
+    assert fast == _rowwise(monkeypatch, philly_path)  # every job, field for field, and counts
+    key = repr((fast.jobs, fast.n_duplicates_dropped, fast.n_bad_rows_skipped, fast.dropped,
+                fast.n_rows))
+    assert hashlib.sha256(key.encode()).hexdigest()[:16] == MAIN_PHILLY_CSV
+    window = {"vc": "11cb48", "start": "2017-10-09", "end": "2017-10-16", "time_scale": 0.5}
+    assert load_philly_csv(philly_path, **window) == _rowwise(monkeypatch, philly_path, **window)
+
+
+@pytest.mark.parametrize(
+    ("rows", "plain"),
+    [
+        (["2017-10-01 00:01:40,50.0,2,100.0,vcB", "2017-10-01 00:00:00,10.0,1,10.0,vcA",
+          "2017-10-01 00:00:00,10.0,1,10.0,vcA", "", ""], True),  # duplicate, blank lines at the end
+        (["2017-10-01 00:00:00,10.0,1,10.0,vcA", "", "2017-10-01 00:00:05,1,1,1,vcA"], False),
+        (["2017-10-01 00:00:00,10.0,1,10.0,vcA", "2017-10-01 00:00:05, 20.0,1,20.0,vcA"], False),
+        (["2017-10-01 00:00:00,1e1,1,10.0,vcA"], False),
+        (["2017-02-30 00:00:00,10.0,1,10.0,vcA"], False),  # no such date: the reader reports it
+        (["2017-10-01 00:00:00,10.0,99999999999999999999,10.0,vcA"], False),
+        ([], True),
+    ],
+)
+def test_column_wise_only_where_it_reads_alike(tmp_path, monkeypatch, rows, plain):
+    """Files the column-wise parse takes give the reader's rows; any other file goes to the
+    reader (its errors and counts)."""
+    from dlclusterenv.traces import _philly_csv_plain
+
+    path = tmp_path / "trace.csv"
+    path.write_text(HEADER + "".join(r + "\n" for r in rows))
+    assert (_philly_csv_plain(path) is not None) == plain
+    try:
+        want = _rowwise(monkeypatch, path)
+    except TraceError as exc:
+        with pytest.raises(TraceError) as err:
+            load_philly_csv(path)
+        assert str(err.value) == str(exc)
+        return
+    assert load_philly_csv(path) == want
