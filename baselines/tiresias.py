@@ -447,9 +447,7 @@ class Tiresias(Scheduler):
         running = {j.job_id: j for j in running}
         stopped = []
         done = []
-        for jid in self._watch:
-            if jid in running:
-                continue
+        for jid in [jid for jid in self._watch if jid not in running]:
             st = self.state[jid]
             try:
                 job = view.job(jid)
@@ -464,8 +462,8 @@ class Tiresias(Scheduler):
                 stopped.append(job)
         self.sizes.extend(s for _, s in sorted(done))  # in arrival order, as a full pass would
         self._rekey()
-        for jid in running:
-            st = self.state.get(jid)
+        for jid in running.keys() - self._prev.keys():  # only these can have been waiting:
+            st = self.state.get(jid)  # a job running before was taken out of its bucket then
             if st is not None and st.waiting:  # started
                 self._wait(jid, False)
                 self._ran.pop(jid, None)
@@ -488,17 +486,17 @@ class Tiresias(Scheduler):
                     self.state[job.job_id].seen_s = now
         # entries into queues in arrival order, as a pass over all jobs in that order would make
         # (only jobs promoted or demoted enter a queue: the others are left out before sorting)
-        top = len(self.thresholds)
+        top, thresholds, state = len(self.thresholds), self.thresholds, self.state
 
-        def moves(job) -> bool:
+        def moves(job, st: _Queued) -> bool:
             """Promoted, or its queue's threshold crossed (the thresholds increase, so the count
             of those crossed exceeds its queue exactly when its own queue's is crossed)."""
-            st = self.state[job.job_id]
             return job.job_id in promoted or (
-                st.queue < top and job.attained_gpu_s - st.gpu_s0 >= self.thresholds[st.queue])
+                st.queue < top and job.attained_gpu_s - st.gpu_s0 >= thresholds[st.queue])
 
-        changed = sorted([j for j in running.values() if j.job_id in self.state and moves(j)]
-                         + [j for j in stopped if moves(j)]
+        changed = sorted([j for j in running.values()
+                          if (st := state.get(j.job_id)) is not None and moves(j, st)]
+                         + [j for j in stopped if moves(j, state[j.job_id])]
                          + [view.job(jid) for jid in promoted if jid not in running], key=_arrival)
         for job in changed:
             st = self.state[job.job_id]
