@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
-import pandas as pd
 
 from .config import (
     CONFIG_DIR,
@@ -348,16 +347,17 @@ _PHILLY_PLAIN = re.compile(
 def _philly_csv_plain(path: Path) -> tuple[list[_Row], int] | None:
     """(rows, duplicates) of a Philly CSV whose every row is plain (`_PHILLY_PLAIN`, blank lines
     allowed only at the end) and valid,
-    parsed column-wise (pandas and numpy) rather than row by row; None for anything else (a bad
+    parsed column-wise (numpy) rather than row by row; None for anything else (a bad
     header, an odd or invalid row, no UTF-8), which load_philly_csv's row-by-row reader then
     reads and reports exactly.
 
     The same rows as that reader: a plain row's cells are its comma-separated texts, so an exact
     duplicate is an equal line; line k of the body is file line k + 2 (no blank or multi-line
-    rows); times go through datetime64 in whole seconds (equal to `_parse_time`'s, the
-    format being fixed; an impossible date is NaT and sends the file to the reader); numbers
-    are parsed by numpy from texts that float() and int() read alike and are compared with
-    math.isclose's operations, elementwise."""
+    rows); times go through numpy's datetime64 in whole seconds since 1970 (equal to
+    `_parse_time`'s, the format being fixed; an impossible date or time raises there as in
+    datetime and sends the file to the reader); numbers are parsed by numpy from texts that
+    float() and int() read alike and are compared with math.isclose's operations, elementwise.
+    numpy, not pandas: importing pandas costs about 100 MB of resident memory per process."""
     try:
         text = path.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError):
@@ -369,20 +369,18 @@ def _philly_csv_plain(path: Path) -> tuple[list[_Row], int] | None:
         return None
     if not body:
         return [], 0
-    lines = pd.Series(body.split("\n")[:-1], dtype=object)
-    first = ~lines.duplicated(keep="first").to_numpy()
-    n_duplicates = int(len(lines) - first.sum())
-    cells = np.array(",".join(lines[first]).split(","), dtype=object).reshape(-1, 5)
-    when = pd.to_datetime(cells[:, 0], format="%Y-%m-%d %H:%M:%S", errors="coerce")
-    if when.isna().any():
-        return None
-    submit = (when.to_numpy().astype("datetime64[s]").astype(np.int64)
-              - np.datetime64("1970-01-01T00:00:00", "s").astype(np.int64)).astype(float)
+    lines = body.split("\n")[:-1]
+    # each distinct line's first index: the dict keeps the last value written, and the lines
+    # are written in reverse
+    first = sorted(dict(zip(reversed(lines), range(len(lines) - 1, -1, -1))).values())
+    n_duplicates = len(lines) - len(first)
+    cells = np.array(",".join([lines[k] for k in first]).split(","), dtype=object).reshape(-1, 5)
     try:
+        submit = cells[:, 0].astype("datetime64[s]").astype(np.int64).astype(float)
         duration = cells[:, 1].astype(float)
         num_gpus = cells[:, 2].astype(np.int64)
         gpu_time = cells[:, 3].astype(float)
-    except (ValueError, OverflowError):  # a GPU count past int64
+    except (ValueError, OverflowError):  # no such date or time; a GPU count past int64
         return None
     expected = duration * num_gpus
     diff = np.abs(expected - gpu_time)  # math.isclose(gpu_time, expected, 1e-6, 1e-6)
@@ -390,7 +388,7 @@ def _philly_csv_plain(path: Path) -> tuple[list[_Row], int] | None:
              | (diff <= 1e-6))
     if not ((num_gpus >= 1) & (duration < math.inf) & close).all():
         return None
-    line = np.flatnonzero(first) + 2
+    line = np.array(first) + 2
     return list(map(_Row, submit.tolist(), line.tolist(), duration.tolist(), num_gpus.tolist(),
                     cells[:, 4].tolist())), n_duplicates
 
