@@ -83,6 +83,16 @@ view taken at the first decision point that sees a job running for what stays fi
 runs (_Running); new jobs are found by id from the end of view.jobs. Decisions unchanged (every
 job's finish time and every decision equal on default seeds 0-2, the Philly 1-VC week and the
 all-VC day, main vs branch).
+Issue 14, at whole-Philly scale (branch tires5): most of a decision was the preemption walks'
+trial placements (about 17 per walk on the all-VC week, almost all of a placement-sensitive job
+whose pack placement is found but spread over too many servers) and per-decision passes over
+the running jobs. Now `placers.place_job` places a job's workers in one pass (the same nodes and
+charges), the running jobs' service is one ledger gather (JobViews.attained_gpu_s), a running
+job's 2D-LAS key is kept from its queue entry (no key made per running job per decision), the
+jobs a walk may preempt are found by bisection on the round's keys, a demotion is one comparison
+with the job's own queue threshold, and a walk state with fewer free GPUs than the job's workers
+is refused by count (where `_room` refused it after a pass over the nodes). Decisions unchanged
+(tests/test_baseline_tiresias.py pins main's logs; README, Benchmarks).
 """
 
 from __future__ import annotations
