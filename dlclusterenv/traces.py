@@ -28,7 +28,6 @@ import csv
 import itertools
 import json
 import math
-import re
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -36,8 +35,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
-
-import numpy as np
 
 from .config import (
     CONFIG_DIR,
@@ -338,61 +335,6 @@ def _select(
     return TraceSet(jobs, str(source), n_duplicates, n_bad, note, dropped, n_rows=len(rows))
 
 
-# A data row of philly_jobs.csv in its plain form: no quotes, blanks, signs, exponents, padding,
-# "\r" or empty fields; the whole body (after the header line) must be a run of them.
-_PHILLY_PLAIN = re.compile(
-    r"(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+(?:\.\d+)?,\d+,\d+(?:\.\d+)?,[^,\s\"]+\n)*")
-
-
-def _philly_csv_plain(path: Path) -> tuple[list[_Row], int] | None:
-    """(rows, duplicates) of a Philly CSV whose every row is plain (`_PHILLY_PLAIN`, blank lines
-    allowed only at the end) and valid,
-    parsed column-wise (numpy) rather than row by row; None for anything else (a bad
-    header, an odd or invalid row, no UTF-8), which load_philly_csv's row-by-row reader then
-    reads and reports exactly.
-
-    The same rows as that reader: a plain row's cells are its comma-separated texts, so an exact
-    duplicate is an equal line; line k of the body is file line k + 2 (no blank or multi-line
-    rows); times go through numpy's datetime64 in whole seconds since 1970 (equal to
-    `_parse_time`'s, the format being fixed; an impossible date or time raises there as in
-    datetime and sends the file to the reader); numbers are parsed by numpy from texts that
-    float() and int() read alike and are compared with math.isclose's operations, elementwise.
-    numpy, not pandas: importing pandas costs about 100 MB of resident memory per process."""
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-    head, sep, body = text.partition("\n")
-    body = body.rstrip("\n") + "\n" if body.strip("\n") else ""  # blank lines at the end
-    if (not sep or head.rstrip("\r").split(",") != PHILLY_COLUMNS
-            or _PHILLY_PLAIN.fullmatch(body) is None):
-        return None
-    if not body:
-        return [], 0
-    lines = body.split("\n")[:-1]
-    # each distinct line's first index: the dict keeps the last value written, and the lines
-    # are written in reverse
-    first = sorted(dict(zip(reversed(lines), range(len(lines) - 1, -1, -1))).values())
-    n_duplicates = len(lines) - len(first)
-    cells = np.array(",".join([lines[k] for k in first]).split(","), dtype=object).reshape(-1, 5)
-    try:
-        submit = cells[:, 0].astype("datetime64[s]").astype(np.int64).astype(float)
-        duration = cells[:, 1].astype(float)
-        num_gpus = cells[:, 2].astype(np.int64)
-        gpu_time = cells[:, 3].astype(float)
-    except (ValueError, OverflowError):  # no such date or time; a GPU count past int64
-        return None
-    expected = duration * num_gpus
-    diff = np.abs(expected - gpu_time)  # math.isclose(gpu_time, expected, 1e-6, 1e-6)
-    close = ((diff <= np.abs(1e-6 * expected)) | (diff <= np.abs(1e-6 * gpu_time))
-             | (diff <= 1e-6))
-    if not ((num_gpus >= 1) & (duration < math.inf) & close).all():
-        return None
-    line = np.array(first) + 2
-    return list(map(_Row, submit.tolist(), line.tolist(), duration.tolist(), num_gpus.tolist(),
-                    cells[:, 4].tolist())), n_duplicates
-
-
 def load_philly_csv(
     path: str | Path,
     *,
@@ -413,14 +355,7 @@ def load_philly_csv(
     counts from the first job selected.
     """
     path = Path(path)
-    plain = _philly_csv_plain(path)
-    if plain is not None:
-        rows, n_duplicates = plain
-        return _select(
-            rows, source=path, prefix="philly", vc=vc, start=start, end=end, first_n=first_n,
-            time_scale=time_scale, n_duplicates=n_duplicates, n_bad=0, note=PHILLY_NOTE,
-        )
-    rows = []
+    rows: list[_Row] = []
     seen: set[str] = set()  # rows joined into one string: strings cost the GC nothing
     n_duplicates = n_bad = 0
     try:
