@@ -83,6 +83,16 @@ view taken at the first decision point that sees a job running for what stays fi
 runs (_Running); new jobs are found by id from the end of view.jobs. Decisions unchanged (every
 job's finish time and every decision equal on default seeds 0-2, the Philly 1-VC week and the
 all-VC day, main vs branch).
+Issue 14, at whole-Philly scale (branch tires5): most of a decision was the preemption walks'
+trial placements (about 17 per walk on the all-VC week, almost all of a placement-sensitive job
+whose pack placement is found but spread over too many servers) and per-decision passes over
+the running jobs. Now `placers.place_job` places a job's workers in one pass (the same nodes and
+charges), the running jobs' service is one ledger gather (JobViews.attained_gpu_s), a running
+job's 2D-LAS key is kept from its queue entry (no key made per running job per decision), the
+jobs a walk may preempt are found by bisection on the round's keys, a demotion is one comparison
+with the job's own queue threshold, and a walk state with fewer free GPUs than the job's workers
+is refused by count (where `_room` refused it after a pass over the nodes). Decisions unchanged
+(tests/test_baseline_tiresias.py pins main's logs; README, Benchmarks).
 """
 
 from __future__ import annotations
@@ -110,6 +120,7 @@ class _Queued:
     waiting: bool = False  # in its bucket
     a: float = 0.0  # service since it last entered Q0, when it was put in its bucket
     ngi: float = 0.0  # minus its Gittins index then (0 under 2D-LAS); its bucket key if a != 0
+    rkey: tuple = ()  # its priority key while running under 2D-LAS order (set by _enter)
 
 
 class _Bucket:
@@ -150,7 +161,7 @@ class _Running:
     reads them)."""
 
     __slots__ = ("view", "job_id", "arrival_s", "attained_gpu_s", "tasks", "num_workers",
-                 "worker_demand", "gpus", "nodes", "held")
+                 "worker_demand", "gpus", "nodes", "held", "sig")
     status = "running"
     _FIXED = frozenset(("num_ps", "ps_demand", "param_bytes"))
 
@@ -161,6 +172,7 @@ class _Running:
         self.gpus = view.num_workers * view.worker_demand.gpu
         self.nodes = tuple(t.node for t in view.tasks)
         self.held = sum(t.demand.gpu for t in view.tasks if t.node >= 0)
+        self.sig = (self.job_id, self.nodes)  # its part of Admission.state
 
     def __getattr__(self, name: str):
         if name not in _Running._FIXED:  # anything else may have moved since the view was taken
@@ -168,9 +180,9 @@ class _Running:
         return getattr(self.view, name)
 
 
-def _nodes(job) -> tuple:
-    """The nodes of a running job's tasks (Admission.state)."""
-    return job.nodes if isinstance(job, _Running) else tuple(t.node for t in job.tasks)
+def _sig(job) -> tuple:
+    """A running job's part of Admission.state: its id and its tasks' nodes."""
+    return job.sig if isinstance(job, _Running) else (job.job_id, tuple(t.node for t in job.tasks))
 
 
 def _held(job) -> int:
@@ -251,6 +263,7 @@ class Tiresias(Scheduler):
         self._failed: tuple = (None, None)
         self._runs: dict[str, _Running] = {}  # the running jobs at the last decision point
         self._prev: dict[str, _Running] = {}  # those at the one before
+        self._per: tuple = (None, 0)  # (cluster, its most GPUs on one server)
 
     def queue_of(self, job_id: str) -> int:
         return self.state[job_id].queue
@@ -264,8 +277,9 @@ class Tiresias(Scheduler):
         (ceil(workers / GPUs per server)) if it is sensitive, else None (any placement)."""
         if not self.sensitive(job) or not job.worker_demand.gpu:
             return None
-        per = int(view.cluster.gpus.max())
-        return math.ceil(job.num_workers / max(per, 1))
+        if self._per[0] is not view.cluster:
+            self._per = (view.cluster, int(view.cluster.gpus.max()))
+        return math.ceil(job.num_workers / max(self._per[1], 1))
 
     def index(self, job: JobView) -> float:
         """The job's 2D-Gittins index in its queue (see the module docstring)."""
@@ -292,14 +306,15 @@ class Tiresias(Scheduler):
     def _running(self, view: ClusterView) -> list[_Running]:
         """The running jobs (arrival order), views built only for those not running before."""
         self._prev, self._runs = self._runs, {}
-        for k, jid in enumerate(view.running.job_ids()):
-            r = self._prev.get(jid)
+        prev, runs = self._prev, self._runs
+        for k, (jid, a) in enumerate(zip(view.running.job_ids(), view.running.attained_gpu_s())):
+            r = prev.get(jid)
             if r is None:
                 r = _Running(view.running[k])
             else:
-                r.attained_gpu_s = view.attained_gpu_s(jid)
-            self._runs[jid] = r
-        return list(self._runs.values())
+                r.attained_gpu_s = a
+            runs[jid] = r
+        return list(runs.values())
 
     def decide(self, view: ClusterView) -> Decision:
         running = self._running(view)
@@ -314,9 +329,15 @@ class Tiresias(Scheduler):
                 k = keys[j.job_id] = (st.queue, ngi, j.status != "running", st.seq)
             return k
 
+        if self._keyed is None:  # LAS order: a running job's key is fixed by its queue entry
+            state = self.state
+            rkeys = [state[r.job_id].rkey for r in running]
+        else:
+            rkeys = [key(r) for r in running]
+        order = sorted(range(len(running)), key=rkeys.__getitem__)
         admission = Admission(
-            view, sorted(running, key=key), key, self.placer,
-            lambda j: self.servers(view, j),
+            view, [running[i] for i in order], key, self.placer,
+            lambda j: self.servers(view, j), [rkeys[i] for i in order],
         )
         state = admission.state()
         if state == self._failed[0]:  # nothing a walk sees changed since the last decision
@@ -386,6 +407,7 @@ class Tiresias(Scheduler):
     def _enter(self, st: _Queued, queue: int) -> None:
         st.queue = queue
         st.seq = self._seq
+        st.rkey = (queue, 0.0, False, st.seq)
         self._seq += 1
 
     def _wait(self, job_id: str, waiting: bool, job: JobView | None = None) -> None:
@@ -435,9 +457,7 @@ class Tiresias(Scheduler):
         running = {j.job_id: j for j in running}
         stopped = []
         done = []
-        for jid in self._watch:
-            if jid in running:
-                continue
+        for jid in [jid for jid in self._watch if jid not in running]:
             st = self.state[jid]
             try:
                 job = view.job(jid)
@@ -452,8 +472,8 @@ class Tiresias(Scheduler):
                 stopped.append(job)
         self.sizes.extend(s for _, s in sorted(done))  # in arrival order, as a full pass would
         self._rekey()
-        for jid in running:
-            st = self.state.get(jid)
+        for jid in running.keys() - self._prev.keys():  # only these can have been waiting:
+            st = self.state.get(jid)  # a job running before was taken out of its bucket then
             if st is not None and st.waiting:  # started
                 self._wait(jid, False)
                 self._ran.pop(jid, None)
@@ -476,13 +496,17 @@ class Tiresias(Scheduler):
                     self.state[job.job_id].seen_s = now
         # entries into queues in arrival order, as a pass over all jobs in that order would make
         # (only jobs promoted or demoted enter a queue: the others are left out before sorting)
-        def moves(job) -> bool:
-            st = self.state[job.job_id]
-            return job.job_id in promoted or sum(
-                job.attained_gpu_s - st.gpu_s0 >= t for t in self.thresholds) > st.queue
+        top, thresholds, state = len(self.thresholds), self.thresholds, self.state
 
-        changed = sorted([j for j in running.values() if j.job_id in self.state and moves(j)]
-                         + [j for j in stopped if moves(j)]
+        def moves(job, st: _Queued) -> bool:
+            """Promoted, or its queue's threshold crossed (the thresholds increase, so the count
+            of those crossed exceeds its queue exactly when its own queue's is crossed)."""
+            return job.job_id in promoted or (
+                st.queue < top and job.attained_gpu_s - st.gpu_s0 >= thresholds[st.queue])
+
+        changed = sorted([j for j in running.values()
+                          if (st := state.get(j.job_id)) is not None and moves(j, st)]
+                         + [j for j in stopped if moves(j, state[j.job_id])]
                          + [view.job(jid) for jid in promoted if jid not in running], key=_arrival)
         for job in changed:
             st = self.state[job.job_id]
@@ -545,7 +569,8 @@ class Admission:
     makes room; a job that does not fit even so waits, and later jobs still get their turn.
     `running` is in priority order, `key` orders any job by priority; `servers(job)`, when given,
     is the most servers the job's workers may be placed on (Tiresias: a sensitive job must be
-    consolidated; None: any), and a placement on more counts as not fitting.
+    consolidated; None: any), and a placement on more counts as not fitting; `keys`, when given,
+    are the running jobs' keys (else made with `key` when first needed).
 
     Failures are remembered (issue 13): the workers of a job are placed first, so where they go
     depends only on their demand, their number and the free resources, and a later job's walk
@@ -558,15 +583,17 @@ class Admission:
 
     def __init__(
         self, view: ClusterView, running: list[JobView], key: Callable, placer,
-        servers: Callable | None = None,
+        servers: Callable | None = None, keys: list | None = None,
     ):
         self.cluster, self.cap, self.placer = view.cluster, Capacity.of(view), placer
         self.running, self.key = running, key
         self.servers = servers if servers is not None else lambda job: None
         self.victims: list[JobView] = []
         self.d = Decision()
-        # (keys of the running jobs, GPUs held by and count of those not preempted, from k on)
+        # (GPUs held by and count of the running jobs not preempted, from k on)
         self._suffix = None
+        self._keys = keys  # the running jobs' keys (ascending: they are in order), or None
+        self._gone: set[str] = set()  # the victims' ids
         self.failed = _Failed()
         self.first = self.failed
 
@@ -575,7 +602,7 @@ class Admission:
         nodes."""
         c = self.cap
         return (c.cpu.tobytes(), c.mem.tobytes(), c.bw.tobytes(), c.gpu.tobytes(),
-                tuple((r.job_id, _nodes(r)) for r in self.running))
+                tuple(map(_sig, self.running)))
 
     def free_gpus(self) -> int:
         return int(self.cap.gpu.sum())
@@ -584,8 +611,7 @@ class Admission:
         """(GPUs held, count) of the running jobs not preempted yet whose priority is below
         `key`."""
         if self._suffix is None:
-            gone = {v.job_id for v in self.victims}
-            keys = [self.key(r) for r in self.running]
+            gone = self._gone
             held = [
                 0 if r.job_id in gone else _held(r) for r in self.running
             ]
@@ -593,10 +619,16 @@ class Admission:
             for i in range(len(held) - 1, -1, -1):
                 gpus[i] = gpus[i + 1] + held[i]
                 count[i] = count[i + 1] + (self.running[i].job_id not in gone)
-            self._suffix = (keys, gpus, count)
-        keys, gpus, count = self._suffix
-        i = bisect.bisect_right(keys, key)
+            self._suffix = (gpus, count)
+        gpus, count = self._suffix
+        i = self._below(key)
         return gpus[i], count[i]
+
+    def _below(self, key) -> int:
+        """Where the running jobs of lower priority than `key` start in `running`."""
+        if self._keys is None:
+            self._keys = [self.key(r) for r in self.running]
+        return bisect.bisect_right(self._keys, key)
 
     def lower_gpus(self, key) -> int:
         """GPUs held by the running jobs not preempted yet whose priority is below `key`: with
@@ -638,9 +670,11 @@ class Admission:
         """The job's placement now (charged to `cap`), or None. In a walk, `m` lower jobs
         released: what is known of its workers in this state is used and added to, and
         `blame[0]` set False when a failure is not its workers' alone."""
+        w = job.num_workers
+        if m is not None and w * job.worker_demand.gpu > self.free_gpus():
+            return None  # fewer GPUs than its workers: `_room` below would refuse it as well
         seen = None if m is None else self.failed.workers.setdefault(
             (m, job.worker_demand), [[], math.inf])
-        w = job.num_workers
         if seen is not None:
             known = None
             if len(seen[0]) >= w:
@@ -688,9 +722,8 @@ class Admission:
         blame = [True]
         got = self._fit(job, 0, blame)
         if got is None:
-            lower = [
-                r for r in reversed(self.running) if self.key(r) > k and r not in self.victims
-            ]
+            gone = self._gone
+            lower = [r for r in reversed(self.running[self._below(k):]) if r.job_id not in gone]
             freed = []
             for r in lower:
                 self._release(r, 1)
@@ -715,6 +748,7 @@ class Admission:
                     self._unfit(job, trial)
                     freed.remove(r)
             self.victims += freed
+            self._gone.update(r.job_id for r in freed)
             self._suffix = None
             got = self._fit(job)
         add_placement(self.d, job.job_id, *got)

@@ -200,6 +200,12 @@ class JobViews(Sequence):
         self._check()
         return [j.job_id for j in self._jobs]
 
+    def attained_gpu_s(self) -> list[float]:
+        """Every job's JobView.attained_gpu_s, in order, without building views: one gather of
+        the engine's ledger (Tiresias reads every running job's service at every decision)."""
+        self._check()
+        return self._sim._ledger.gpu_s[[j.row for j in self._jobs]].tolist()
+
     def __repr__(self) -> str:
         return f"JobViews({len(self)} jobs)"
 

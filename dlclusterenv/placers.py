@@ -93,10 +93,10 @@ class Capacity:
 
     def load(self, c: Cluster) -> np.ndarray:
         """Fraction of the node in use, by its most used of CPU, memory and GPU."""
-        used = [1 - self.cpu / c.cpus, 1 - self.mem / c.memory]
-        if c.n_gpus:
-            used.append(np.where(c.gpus > 0, 1 - self.gpu / np.maximum(c.gpus, 1), 0.0))
-        return np.max(used, axis=0)
+        used = np.maximum(1 - self.cpu / c.cpus, 1 - self.mem / c.memory)
+        if c.n_gpus:  # (np.maximum pairwise: the values np.max over the stacked rows gives)
+            used = np.maximum(used, np.where(c.gpus > 0, 1 - self.gpu / np.maximum(c.gpus, 1), 0.0))
+        return used
 
 
 def spread(cluster: Cluster, cap: Capacity, d: Demand, job_nodes: list[int]) -> int:
@@ -147,6 +147,43 @@ def get_placer(name: str):
         raise KeyError(f"unknown placer {name!r}; known: {sorted(PLACERS)}") from None
 
 
+def _fill_score(placer, cluster: Cluster, cap: Capacity, d: Demand) -> np.ndarray | None:
+    """The per-node score whose first maximum `placer` picks once the job's latest node is full
+    (`pack`: load, `consolidate`: free GPUs or cores), or None for other placers."""
+    if placer is pack:
+        return cap.load(cluster)
+    if placer is consolidate:
+        return cap.gpu if d.gpu > 0 else cap.cpu
+    return None
+
+
+def _fill_workers(cluster: Cluster, cap: Capacity, placer, d: Demand, w: int,
+                  nodes: list[int]) -> bool | None:
+    """The w workers' nodes as `pack` / `consolidate` choose them one task at a time, appended to
+    `nodes` and charged to `cap` in the same order (so the same floats): True; False, with what
+    was placed left charged, where they run out of nodes, as the per-task loop does.
+
+    Why one pass does: a worker stays on the job's latest node while it fits (the workers share
+    one demand, so the nodes left before never fit again: capacity only shrinks here), and
+    otherwise goes to the first maximum of the score over the nodes that fit, which is the same
+    for every node the job has not touched: so the nodes are taken in one stable sort of the
+    score, each filled until it no longer fits. NaN scores (a node without cores or memory)
+    leave it to the per-task loop (None)."""
+    ok = np.flatnonzero(cap.fits(d))
+    score = _fill_score(placer, cluster, cap, d)[ok]
+    if np.isnan(score).any():
+        return None
+    for n in ok[np.argsort(-score, kind="stable")].tolist():
+        while len(nodes) < w:
+            cap.take(n, d)
+            nodes.append(n)
+            if not cap.fits_at(n, d):
+                break
+        if len(nodes) == w:
+            return True
+    return False
+
+
 def place_job(
     cluster: Cluster, cap: Capacity, placer, ps: Demand, worker: Demand, p: int, w: int,
     ps_placer=None,
@@ -155,10 +192,20 @@ def place_job(
 
     Each call gets the job's nodes placed so far (its workers first, so a PS placer sees them as
     `nodes[:w]`); `ps_placer`, if given, places the PS instead of `placer`. Returns
-    (ps_nodes, worker_nodes) with `cap` charged, or None with `cap` unchanged."""
+    (ps_nodes, worker_nodes) with `cap` charged, or None with `cap` unchanged. The workers of
+    `pack` and `consolidate` are placed in one pass (`_fill_workers`: the same nodes and the same
+    charges in the same order as task by task; issue 14, Tiresias' preemption walks)."""
     nodes: list[int] = []
     out: dict[str, list[int]] = {"ps": [], "w": []}
-    for role, d, k, choose in (("w", worker, w, placer), ("ps", ps, p, ps_placer or placer)):
+    if w > 1 and (placer is pack or placer is consolidate):
+        filled = _fill_workers(cluster, cap, placer, worker, w, nodes)
+        if filled is False:
+            for m in nodes:
+                cap.take(m, worker, -1)
+            return None
+        out["w"] = list(nodes)  # all w of them, or none (None: left to the loop)
+    for role, d, k, choose in (("w", worker, w - len(out["w"]), placer),
+                               ("ps", ps, p, ps_placer or placer)):
         for _ in range(k):
             n = choose(cluster, cap, d, nodes)
             if n < 0:

@@ -4,10 +4,13 @@ directly: preemption is not expressible in the Gym envs, and the adapter says so
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pytest
-from helpers import make_cluster, make_zoo, model_dict
+from helpers import decision_digest, make_cluster, make_zoo, model_dict, needs_philly
 
 import baselines
 import dlclusterenv
@@ -16,6 +19,9 @@ from dlclusterenv import Decision
 from dlclusterenv.adapter import SchedulerAdapter
 from dlclusterenv.jobs import JobSpec
 from dlclusterenv.sim import Simulator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from decision_log import scenario_of  # noqa: E402
 
 
 def two_jobs() -> Simulator:
@@ -154,3 +160,33 @@ def test_skew_placement_consolidates_only_sensitive_models():
             assert ("z/w0" not in d.place) == wait, (model, sched.skew_bytes)
             if not wait:
                 assert {d.place[f"z/w{i}"] for i in range(4)} == {0, 1}
+
+
+# Issue 14 (branch tires5): the one-pass worker placement, the ledger read of the running jobs'
+# service, the kept 2D-LAS keys and the GPU count that refuses a walk state decide as main did.
+# SHA-256 prefixes of benchmarks/decision_log.py's log (every decision, every job's finish time),
+# recorded on main at 7c85e8d; the Philly 1-VC week (LAS and 2D-Gittins) and the all-VC
+# 2017-10-01..04 were compared whole (README, Benchmarks).
+MAIN_LOGS = {
+    ("tiresias", 0): "c679ba450a1b3ccc",
+    ("tiresias", 1): "106ad1d453e85abd",
+    ("tiresias", 2): "c097a83cb5b49703",
+    ("tiresias-gittins", 0): "3473342e5cfa207d",
+    ("tiresias-gittins", 1): "df88621efc26e263",
+    ("tiresias-gittins", 2): "11caeca713eb79ae",
+}
+MAIN_ALL_VC_DAY = {"tiresias": "ebca723ff404b199", "tiresias-gittins": "72a591f2e76d71cc"}
+
+
+@pytest.mark.parametrize("policy, seed", sorted(MAIN_LOGS))
+def test_decisions_as_main(policy, seed):
+    assert decision_digest("default", policy, seed) == MAIN_LOGS[(policy, seed)]
+
+
+@needs_philly
+@pytest.mark.parametrize("policy", sorted(MAIN_ALL_VC_DAY))
+def test_decisions_as_main_all_vc_day(policy):
+    """All virtual clusters, 2017-10-01 (271 jobs on the 2,496-GPU cluster): preemption walks
+    over a hundred running jobs."""
+    day = scenario_of("philly", "all", "2017-10-01", "2017-10-02")
+    assert decision_digest(day, policy, 0) == MAIN_ALL_VC_DAY[policy]

@@ -248,6 +248,7 @@ class IdsChecked(Scheduler):
         for jobs in (view.jobs, view.pending, view.running):
             assert jobs.job_ids() == [j.job_id for j in jobs]
             assert [jobs.job_id(k) for k in range(len(jobs))] == jobs.job_ids()
+            assert jobs.attained_gpu_s() == [j.attained_gpu_s for j in jobs]  # the ledger gather
         for j in view.jobs:
             assert view.attained_gpu_s(j.job_id) == j.attained_gpu_s
             self.checked += j.attained_gpu_s > 0
@@ -265,7 +266,8 @@ def test_ids_and_attained_service_read_without_views_match_the_views():
     sim.advance()
     view = sim.view()
     sim.advance()
-    for read in (view.jobs.job_ids, lambda: view.jobs.job_id(0), lambda: view.attained_gpu_s("x")):
+    for read in (view.jobs.job_ids, lambda: view.jobs.job_id(0), lambda: view.attained_gpu_s("x"),
+                 view.running.attained_gpu_s):
         with pytest.raises(RuntimeError, match="decision point"):
             read()
 

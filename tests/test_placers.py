@@ -1,0 +1,70 @@
+"""placers: the one-pass worker fill of `pack` and `consolidate` (issue 14, branch tires5) places
+and charges exactly as the task-by-task loop it replaced, and Capacity.load's pairwise maxima
+equal the maximum over the stacked rows."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from helpers import make_cluster
+
+import dlclusterenv.placers as placers
+from dlclusterenv.config import Demand
+from dlclusterenv.placers import Capacity, consolidate, pack, place_job
+
+
+def task_by_task(monkeypatch, *args):
+    """place_job with the one-pass fill turned off."""
+    with monkeypatch.context() as m:
+        m.setattr(placers, "_fill_workers", lambda *a: None)
+        return place_job(*args)
+
+
+def random_capacity(cluster, rng) -> Capacity:
+    """Free resources anywhere between none and all of each node, in non-dyadic fractions, so
+    that a different order of charges would show in the bits."""
+    n = cluster.n_nodes
+    return Capacity(cluster.cpus * rng.uniform(0, 1, n), cluster.memory * rng.uniform(0, 1, n),
+                    cluster.nic * 1e6 * rng.uniform(0, 1, n), rng.integers(0, 4, n))
+
+
+@pytest.mark.parametrize("placer", [pack, consolidate])
+def test_one_pass_fill_as_task_by_task(monkeypatch, placer):
+    cluster = make_cluster(racks=2, nodes_per_rack=8, cpus=16, memory_gb=64, gpus=4,
+                           gpu_memory_gb=16)
+    rng = np.random.default_rng(0)
+    outcomes = set()
+    for _ in range(400):
+        cap = random_capacity(cluster, rng)
+        worker = Demand(cpu=float(rng.choice([0.3, 0.5, 2.0])), mem_gb=float(rng.choice([0.4, 4.0])),
+                        gpu=int(rng.integers(0, 2)), bw_MBps=float(rng.choice([0.0, 10.5])))
+        ps = Demand(cpu=0.5, mem_gb=0.4)
+        p, w = int(rng.integers(0, 3)), int(rng.integers(2, 60))
+        a, b = copy.deepcopy(cap), copy.deepcopy(cap)
+        got = place_job(cluster, a, placer, ps, worker, p, w)
+        assert got == task_by_task(monkeypatch, cluster, b, placer, ps, worker, p, w)
+        for field in ("cpu", "mem", "bw", "gpu"):  # the same charges, or none, to the bit
+            assert getattr(a, field).tobytes() == getattr(b, field).tobytes()
+        outcomes.add(got is None)
+    assert outcomes == {True, False}  # both placements and failures were compared
+
+
+def test_load_is_the_maximum_of_the_stacked_rows():
+    """Including a node without cores (0 / 0: NaN, which np.max propagated) and one without
+    GPUs (on a stand-in cluster: a built one's arrays are read-only)."""
+    from types import SimpleNamespace
+
+    real = make_cluster(nodes_per_rack=6, cpus=16, memory_gb=64, gpus=4, gpu_memory_gb=16)
+    cluster = SimpleNamespace(cpus=real.cpus.copy(), memory=real.memory.copy(),
+                              gpus=real.gpus.copy(), n_gpus=real.n_gpus)
+    cluster.cpus[0], cluster.gpus[1] = 0.0, 0
+    cap = random_capacity(real, np.random.default_rng(1))
+    cap.cpu[0] = 0.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        used = [1 - cap.cpu / cluster.cpus, 1 - cap.mem / cluster.memory,
+                np.where(cluster.gpus > 0, 1 - cap.gpu / np.maximum(cluster.gpus, 1), 0.0)]
+        load = cap.load(cluster)
+    assert np.isnan(load[0])
+    assert load.tobytes() == np.max(used, axis=0).tobytes()
