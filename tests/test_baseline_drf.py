@@ -301,7 +301,7 @@ def test_kept_views_are_the_views():
                 (t.task_id, t.node, t.demand) for t in f.tasks]
             want = sum((np.array([t.demand.cpu, t.demand.mem_gb, t.demand.gpu], float)
                         for t in f.tasks if t.node >= 0), np.zeros(3))
-            assert held.tolist() == want.tolist()
+            assert list(held) == want.tolist()
         sim.apply(d)
         sim.advance()
     assert reads > 500 and builds["running"] < reads / 3
