@@ -180,6 +180,7 @@ def test_reproduce_claims_exact():
 # views of running jobs decide as main did before them. SHA-256 prefixes of
 # benchmarks/decision_log.py's log (every decision, every job's finish time), recorded on main
 # at be98cdb; the Philly 1-VC week and the all-VC day were compared whole (README, Benchmarks).
+# Branch optim5 (the filling in Python floats) keeps them, and those two Philly logs byte-equal.
 MAIN_LOGS = {
     ("drf", 0): "a0ebb81ff1bcff52",
     ("drf", 1): "73286badb9c3b8ee",

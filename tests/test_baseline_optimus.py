@@ -306,6 +306,8 @@ def test_fast_placement_same_decisions(scenario, name, points):
 # extended: the same decisions as main before them. SHA-256 prefixes of
 # benchmarks/decision_log.py's log (every decision, every job's finish time), recorded on main at
 # be98cdb; the Philly 1-VC week and the all-VC day were compared whole (README, Benchmarks).
+# Branch optim5 (Brent's bracket from the grid, convergence_epoch in blocks) keeps them, and those
+# two Philly logs byte-equal; its opt-in loss_fit_max_points is off by default.
 MAIN_LOGS = {
     ("optimus", 0): "1ca4a053e72fa94d",
     ("optimus", 1): "62915bcfc13605aa",
