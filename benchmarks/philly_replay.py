@@ -8,7 +8,10 @@ The `philly` scenario replays VC 11cb48 from 2017-10-09 for a week (1,694 jobs) 
 Philly-scale cluster preset; needs ../shared/traces/philly_jobs.csv. --vc/--start/--end replace
 its trace window (--vc all: every virtual cluster; the second line is October, 47,161 jobs, the
 third the whole trace, 82,182 jobs). For peak memory of the whole process run it under
-`/usr/bin/time -v`.
+`/usr/bin/time -v`. --optimus-loss-fit-max-points N runs Optimus (and only it) with its opt-in
+loss-fit cap (baselines/optimus.py, `loss_fit_max_points`; the Philly-scale rows use 100).
+--cpu-budget S stops a policy's run after S CPU-seconds and prints how far it got (simulated
+time, jobs finished), for runs that do not finish in the time there is.
 Per policy: wall and CPU time of the run (the scenario's build, trace reading included, apart),
 jobs per CPU-second of the run, and the process's peak RSS so far.
 """
@@ -31,6 +34,10 @@ def main() -> None:
     ap.add_argument("--vc", help="a virtual cluster, or 'all'")
     ap.add_argument("--start", help="first submit date, e.g. 2017-10-01")
     ap.add_argument("--end", help="end date (exclusive)")
+    ap.add_argument("--optimus-loss-fit-max-points", type=int,
+                    help="Optimus' loss_fit_max_points (default: every point)")
+    ap.add_argument("--cpu-budget", type=float,
+                    help="stop a run after this many CPU-seconds and report how far it got")
     a = ap.parse_args()
     scenario: str | dict = a.scenario
     if a.vc or a.start or a.end:
@@ -45,7 +52,29 @@ def main() -> None:
         load = time.process_time()
         sim = dlclusterenv.make_sim(scenario, 0)
         t, cpu = time.perf_counter(), time.process_time()
-        m = sim.run(baselines.make(name))
+        kw = {}
+        if name == "optimus" and a.optimus_loss_fit_max_points is not None:
+            kw["loss_fit_max_points"] = a.optimus_loss_fit_max_points
+        sched = baselines.make(name, **kw)
+        if a.cpu_budget is None:
+            m = sim.run(sched)
+        else:  # sim.run's loop, stopped when the budget is spent
+            sim.reset()
+            sched.reset(sim.seed)
+            while not sim.done and time.process_time() - cpu < a.cpu_budget:
+                sim.decide(sched)
+                sim.advance()
+            if not sim.done:
+                done = sum(j.status == "done" for j in sim.jobs.values())
+                print(
+                    f"{name:15s} stopped after {time.process_time() - cpu:.1f} CPU-s "
+                    f"({time.perf_counter() - t:.1f} s): simulated {sim.now / 86400:.2f} days, "
+                    f"{done:,} of {len(sim.specs):,} jobs finished  peak RSS "
+                    f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB",
+                    flush=True,
+                )
+                continue
+            m = sim.metrics()
         run_cpu = time.process_time() - cpu
         print(
             f"{name:15s} {time.perf_counter() - t:8.1f} s ({run_cpu:.1f} CPU-s, "

@@ -217,6 +217,9 @@ def test_bad_options():
         baselines.make("optimus", interval_s=0)
     with pytest.raises(ValueError, match="early_factor"):
         baselines.make("optimus", early_factor=1.5)
+    for bad in (2, 0, 2.5, True, "100"):
+        with pytest.raises(ValueError, match="loss_fit_max_points"):
+            baselines.make("optimus", loss_fit_max_points=bad)
 
 
 def test_both_front_doors_on_tiny():
@@ -317,6 +320,8 @@ def test_fast_placement_same_decisions(scenario, name, points):
 # Re-recorded for optimus at optspd5 (its sync speed model in the engine's units, weak scaling:
 # a model fix, so its decisions change; optimus-oracle, which uses no fitted model, is as
 # recorded). Re-record every Optimus pin with `python benchmarks/optimus_pins.py --write`.
+# Branch optim5 (Brent's bracket from the grid, convergence_epoch in blocks) keeps them, and those
+# two Philly logs byte-equal; its opt-in loss_fit_max_points is off by default.
 MAIN_LOGS = {
     ("optimus", 0): "544b38dfd8fb9607",
     ("optimus", 1): "3f682677a73c8c21",
@@ -376,3 +381,45 @@ def test_loss_points_extended_as_read_whole():
                           np.asarray(other, float))
     assert np.array_equal(loss_array(pts), np.asarray(pts, float))
     assert fit_loss(loss_array(pts)) == fit_loss(pts)
+
+
+def test_convergence_epoch_scanned_in_blocks_as_whole():
+    """convergence_epoch scans doubling blocks from epoch 1 (issue 14, branch optim5): the same
+    epoch as the test over the whole budget at once, across block edges and without a hit."""
+
+    def whole(b, rel_delta, max_epochs):
+        k = np.arange(1, max_epochs + 1, dtype=float)
+        prev, cur = loss_curve(k - 1, *b), loss_curve(k, *b)
+        small = np.flatnonzero((prev - cur) / prev < rel_delta)
+        return int(k[small[0]]) if len(small) else max_epochs
+
+    rng = np.random.default_rng(3)
+    hits = set()
+    for _ in range(200):
+        b = (10 ** rng.uniform(-5, 0), 10 ** rng.uniform(-2, 1), rng.uniform(0, 2))
+        for max_epochs in (1, 1023, 1024, 1025, 3072, 3073, 20000):
+            for rel_delta in 10.0 ** rng.uniform(-9, -1, 3):
+                got = convergence_epoch(b, rel_delta, max_epochs)
+                assert got == whole(b, rel_delta, max_epochs)
+                hits.add((got > 1024, got == max_epochs))
+    assert hits >= {(False, False), (True, False), (True, True)}  # both sides of an edge, no hit
+
+
+def test_thin_loss_points_evenly_keeps_first_and_last():
+    from baselines.optimus import thin_loss_points
+
+    pts = np.stack([np.arange(1.0, 1001.0), np.linspace(2.0, 1.0, 1000)], 1)
+    assert thin_loss_points(pts, 1000) is pts  # no more points than the cap: all of them
+    got = thin_loss_points(pts, 100)
+    assert got.shape == (100, 2)
+    assert got[0].tolist() == pts[0].tolist() and got[-1].tolist() == pts[-1].tolist()
+    gaps = np.diff(got[:, 0])
+    assert gaps.min() >= 10 and gaps.max() <= 11  # 999 epochs over 99 gaps: 10 or 11 each
+
+
+def test_loss_fit_max_points_changes_only_long_histories():
+    """The opt-in fit cap (loss_fit_max_points) changes decisions where jobs have more points
+    than it (`default`: up to 100 epochs a job) and nothing where none has."""
+    capped = decision_digest("default", Optimus(loss_fit_max_points=10), 0)
+    assert capped != MAIN_LOGS[("optimus", 0)]
+    assert decision_digest("default", Optimus(loss_fit_max_points=1000), 0) == MAIN_LOGS[("optimus", 0)]
