@@ -79,6 +79,14 @@ class Overheads(_Strict):
     checkpoint_MBps: float = Field(default=200.0, gt=0, description="checkpoint write/read speed")
     suspend_resume_s: float = Field(default=0.1, ge=0, description="per time-slice switch")
     time_slice_s: float = Field(default=60.0, gt=0, description="round-robin quantum")
+    time_slice: Literal["gpu", "server"] = Field(
+        default="server",
+        description="what the round robin shares: 'gpu', each time-sliced GPU among its own workers"
+        " (1/n each); 'server', a node's time-sliced workers rotate over the node's time-sliced GPUs"
+        " that hold workers (G/T each: G those GPUs, T the workers on them; packed GPUs unchanged)."
+        " Default 'server': Gandiva (seed 002, Fig. 9), the only source of time-slicing here, rotates"
+        " six 1-GPU jobs over a server's 4 GPUs so each gets 4/6",
+    )
     rpc_s: float = Field(
         default=0.0005,
         ge=0,

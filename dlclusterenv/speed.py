@@ -23,7 +23,9 @@ CPU: the tasks on a node share its cores by max-min fairness over what each can 
 "NA" in FlowCon); a scheduler's soft limits cap a task only while others want the cores
 (work-conserving, FlowCon §3); where an opt-in `cpu_switch_s` is set, tasks time-sliced on a
 node's cores lose the context-switch cost per CFS slice (`cpu_contention`). GPU: workers sharing a
-GPU are time-sliced (1/n each, less the suspend/resume cost per quantum, Gandiva §3) or, when the
+GPU are time-sliced (less the suspend/resume cost per quantum, Gandiva §3): by default a node's
+time-sliced workers rotate over its time-sliced GPUs, G/T of a GPU each (Gandiva's Fig. 9;
+`Overheads.time_slice`), or each GPU's among its own, 1/n each (`time_slice: gpu`); or, when the
 GPU is set to pack, run together: where every job on the GPU names its Gavel job type
 (`ModelSpec.gavel_job`), each gets its own factor from Gavel's measurements (`Colocation`);
 otherwise one symmetric slowdown from the models' Gandiva-scale `gpu_util` (profiles.packing_speed).
@@ -479,6 +481,16 @@ def compute_rates(
         mode[:k_modes] = gpu_mode[:k_modes]
         switch = 1.0 - min(overheads.suspend_resume_s / overheads.time_slice_s, 1.0)
         share = np.maximum(cnt[g], 1)
+        if overheads.time_slice == "server":
+            # a node's time-sliced workers rotate over its time-sliced GPUs that hold workers: each
+            # gets G / T of a GPU (1 where T = G: each alone, no rotation); packed GPUs keep theirs
+            sliced = np.where(mode == 0, cnt, 0)
+            pool = np.arange(n_slots) + cluster.n_nodes  # a slot past the cluster's GPUs: its own
+            pool[: cluster.n_gpus] = cluster.gpu_node
+            t_n = np.bincount(pool, weights=sliced)
+            g_n = np.bincount(pool, weights=sliced > 0)
+            w_pool = pool[g]
+            share = np.where(on_gpu & (mode[g] == 0), t_n[w_pool] / np.maximum(g_n[w_pool], 1.0), share)
         # profiles.packing_speed, vectorised: (1 - eps) * min(1, 1 / sum of utilisations) ** gamma
         packed = (1.0 - packing.eps) * np.minimum(1.0, 1.0 / np.maximum(util_sum[g], 1e-12)) ** packing.gamma
         shared_packed = np.flatnonzero((cnt[: cluster.n_gpus] >= 2) & (mode[: cluster.n_gpus] == 1))
