@@ -8,12 +8,13 @@ Paper -> code:
   servers; line 13-14 queue.
 - Time-slicing of over-subscribed GPUs is the engine's (round robin with the suspend/resume cost per
   quantum): Gandiva only puts several workers on one GPU with `place = (node, gpu_slot)`. The round
-  robin is per GPU, not per server: seed 002's "weighted round-robin scheduling to give each job its
-  fair time-share" on an over-subscribed server (Fig. 9: six 1-GPU jobs on 4 GPUs, each at 4/6) is
-  not reproduced. Here two of the six keep a GPU each and four share two GPUs at 1/2 (measured: 12,000
-  against 5,990 steps in an hour); the total is the same. Rotating the jobs over the server's GPUs
-  from here would cost a checkpoint per move in this engine (see packing below), so it needs a
-  server-level time-slice in the engine, not built.
+  robin is per server (the engine's default `Overheads.time_slice: server`): a server's time-sliced
+  workers rotate over its time-sliced GPUs, seed 002's "weighted round-robin scheduling to give each
+  job its fair time-share" with migration (i) of time-sliced jobs to vacated GPUs, at the
+  suspend/resume cost, not a checkpoint. Fig. 9 (six 1-GPU jobs on 4 GPUs, each at 4/6) is a claim of
+  `dlcluster reproduce gandiva`: each of the six gets 70.8% of its speed alone (ResNext-50; the
+  step's PS update and overhead do not slow down). Under `time_slice: gpu` two of the six would keep
+  a GPU each and four share two GPUs at 1/2.
 - Introspective mode (every decision point; the scenario's tick is Gandiva's interval):
   migration of time-sliced (or packed) jobs to vacated GPUs, of fragmented jobs to a co-located
   placement, and defragmentation (moving other jobs off a server to bring a fragmented job
