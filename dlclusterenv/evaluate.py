@@ -188,8 +188,13 @@ def pool_run(fn: Callable, args: list[tuple], workers: int) -> Iterator[tuple[in
         for f in as_completed(index):
             yield index[f], f.result()
     except BaseException:  # a failed run, Ctrl-C or SIGTERM: runs in progress are not waited for
-        for proc in set(multiprocessing.active_children()) - before:
+        procs = set(multiprocessing.active_children()) - before
+        for proc in procs:
             proc.terminate()
+        for proc in procs:  # a worker forked but not yet in _worker_init still has our handler,
+            proc.join(1.0)  # which SIGTERM only makes raise: then shutdown would wait on it
+            if proc.is_alive():
+                proc.kill()
         raise
     finally:  # queued runs are dropped, not run to completion
         pool.shutdown(wait=True, cancel_futures=True)

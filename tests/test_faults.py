@@ -77,8 +77,9 @@ def _await_workers(proc: subprocess.Popen) -> None:
 
 
 def _wait_gone(proc: subprocess.Popen) -> int:
-    """The killed command's exit code, after giving its process group 5 s to go."""
-    code = proc.wait(timeout=10)
+    """The killed command's exit code (30 s: on a loaded 2-core machine 10 s was once too short),
+    after giving its process group 5 s to go."""
+    code = proc.wait(timeout=30)
     deadline = time.monotonic() + 5
     while _group(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
