@@ -168,7 +168,7 @@ class Job:
 
     spec: JobSpec
     model: ModelSpec
-    rng: np.random.Generator
+    rng: np.random.Generator | None  # the job's own draws; None once it ended (release_losses)
     total_epochs: int
     rel_delta: float = 0.0  # the job's stopping threshold (see stop_delta)
     status: str = PENDING
