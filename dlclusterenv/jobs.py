@@ -467,11 +467,13 @@ class Job:
             rng.standard_normal()
             drawn = at
         z += rng.standard_normal(n - drawn).tolist()
-        return [self._loss_point(k, x) for k, x in enumerate(z, 1)]
+        return self._loss_points(range(1, n + 1), z)
 
-    def _loss_point(self, epoch: int, z: float) -> tuple[int, float]:
-        loss = self.true_loss(epoch) * (1.0 + self.model.loss.noise * z)
-        return epoch, max(loss, 0.0)
+    def _loss_points(self, epochs, z: list[float]) -> list[tuple[int, float]]:
+        """(epoch, observed loss) for these epochs and their normal draws (one formula for the
+        draws and the replay, so both give the same bits)."""
+        noise, true_loss = self.model.loss.noise, self.true_loss
+        return [(k, max(true_loss(k) * (1.0 + noise * x), 0.0)) for k, x in zip(epochs, z)]
 
     def _draw_losses(self) -> None:
         self._queue_epochs()
@@ -480,7 +482,7 @@ class Job:
         epochs = [k for a, b in self._loss_due for k in range(a, b + 1)]
         self._loss_due.clear()
         self._start_state()
-        self._loss.extend(map(self._loss_point, epochs, self.rng.standard_normal(len(epochs)).tolist()))
+        self._loss += self._loss_points(epochs, self.rng.standard_normal(len(epochs)).tolist())
 
     def _start_state(self) -> None:
         """Keep the generator's state before its first draw (for _replay_losses)."""
