@@ -168,7 +168,7 @@ class Job:
 
     spec: JobSpec
     model: ModelSpec
-    rng: np.random.Generator
+    rng: np.random.Generator | None  # the job's own draws; None once it ended (release_losses)
     total_epochs: int
     rel_delta: float = 0.0  # the job's stopping threshold (see stop_delta)
     status: str = PENDING
@@ -182,6 +182,12 @@ class Job:
     _loss: list[tuple[int, float]] = field(default_factory=list, repr=False)
     _loss_tuple: tuple[tuple[int, float], ...] = field(default=(), repr=False)  # see loss_history
     _loss_due: list[list[int]] = field(default_factory=list, repr=False)  # [first, last] epochs
+    # what replays the losses once they are released (see release_losses): the generator's state
+    # before its first draw, the loss points drawn before each speed-bias draw, and, after the
+    # release, the number of epochs that ended (None while the history is held)
+    _rng_start: dict | None = field(default=None, repr=False)
+    _bias_at: list[int] = field(default_factory=list, repr=False)
+    _epochs_ended: int | None = field(default=None, repr=False)
     _bias: dict[tuple[int, int], float] = field(default_factory=dict)
     locality: list[int] = field(default_factory=lambda: [0, 0, 0])  # data/rack-local, off-switch
     n_placed: int = 0  # tasks on a node now (kept by the Simulator)
@@ -282,6 +288,8 @@ class Job:
         measured with a 2% error fixed per configuration, as a profiler's. Drawn after the loss
         points of the epochs that ended before (the generator's order)."""
         self._draw_losses()
+        self._bias_at.append(len(self._loss))
+        self._start_state()
         key = (self.num_ps, self.num_workers)
         self._bias[key] = self.ledger.bias[self.row] = 1.0 + 0.02 * float(self.rng.standard_normal())
 
@@ -412,7 +420,14 @@ class Job:
         """(epoch, observed loss) per finished epoch: the model's loss with relative noise per
         epoch. Drawn when asked, from the job's generator in the order the epochs ended (a new
         (p, w)'s speed bias draws after the epochs before it), so the values do not depend on
-        when they are read."""
+        when they are read.
+
+        Once the job has ended (release_losses) the history is not kept: each read replays it
+        from the generator's start, a new list equal to the one the job held, in time
+        proportional to its epochs. Nothing schedules an ended job; this is for analysis after
+        a run (the engine-identity pins hash it)."""
+        if self._epochs_ended is not None:
+            return self._replay_losses()
         self._draw_losses()
         return self._loss
 
@@ -425,13 +440,51 @@ class Job:
             self._loss_tuple = tuple(loss)
         return self._loss_tuple
 
+    def release_losses(self) -> None:
+        """The job has ended (Simulator._end): drop its loss history and generator, which held a
+        Python tuple per epoch for the rest of the run (Philly jobs run up to 478,000 epochs;
+        the whole trace's histories took gigabytes). Its generator draws nothing after the end
+        (losses and speed biases are drawn for jobs still in the system only), so the history
+        is fixed now: epochs 1..n, replayed on read (obs_loss)."""
+        self._queue_epochs()
+        due = self._loss_due
+        self._epochs_ended = due[-1][1] if due else len(self._loss)
+        self._loss, self._loss_tuple, self._loss_due, self.rng = [], (), [], None
+
+    def _replay_losses(self) -> list[tuple[int, float]]:
+        """An ended job's history, drawn again from the generator's start state with the speed-bias
+        draws where they fell. Epochs end in order and count once, so the history is epochs
+        1..n with the n-th normal draw (bias draws skipped) as epoch n's noise."""
+        n = self._epochs_ended
+        if not n:  # no epoch ended (it may never have drawn)
+            return []
+        start = self._rng_start
+        rng = np.random.Generator(getattr(np.random, start["bit_generator"])())
+        rng.bit_generator.state = start
+        z, drawn = [], 0
+        for at in self._bias_at:
+            z += rng.standard_normal(at - drawn).tolist()
+            rng.standard_normal()
+            drawn = at
+        z += rng.standard_normal(n - drawn).tolist()
+        return self._loss_points(range(1, n + 1), z)
+
+    def _loss_points(self, epochs, z: list[float]) -> list[tuple[int, float]]:
+        """(epoch, observed loss) for these epochs and their normal draws (one formula for the
+        draws and the replay, so both give the same bits)."""
+        noise, true_loss = self.model.loss.noise, self.true_loss
+        return [(k, max(true_loss(k) * (1.0 + noise * x), 0.0)) for k, x in zip(epochs, z)]
+
     def _draw_losses(self) -> None:
         self._queue_epochs()
         if not self._loss_due:
             return
         epochs = [k for a, b in self._loss_due for k in range(a, b + 1)]
         self._loss_due.clear()
-        c = self.model.loss
-        for k, z in zip(epochs, self.rng.standard_normal(len(epochs)).tolist()):
-            loss = self.true_loss(k) * (1.0 + c.noise * z)
-            self._loss.append((k, max(loss, 0.0)))
+        self._start_state()
+        self._loss += self._loss_points(epochs, self.rng.standard_normal(len(epochs)).tolist())
+
+    def _start_state(self) -> None:
+        """Keep the generator's state before its first draw (for _replay_losses)."""
+        if self._rng_start is None:
+            self._rng_start = self.rng.bit_generator.state

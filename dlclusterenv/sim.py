@@ -848,6 +848,7 @@ class Simulator:
             self._pending.remove(job)
         self._set_status(job, DONE)
         job.finish_s = self.now
+        job.release_losses()
         self._active.remove(job)
         self._rates = None
         self.version += 1

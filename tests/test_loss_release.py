@@ -1,0 +1,50 @@
+"""An ended job's loss history is released (issue 14: the whole Philly trace held a Python tuple per
+epoch of every job) and replayed, equal, when read after the end."""
+
+from __future__ import annotations
+
+import pytest
+
+import baselines
+import dlclusterenv
+from dlclusterenv.jobs import DONE, Job
+
+
+# Tiresias keeps each job's (p, w); Optimus resizes jobs, so speed-bias draws fall between loss draws
+@pytest.mark.parametrize("scenario,policy,resized", [("default", "tiresias", False), ("optimus", "optimus", True)])
+def test_an_ended_job_releases_its_history_and_replays_it_equal(monkeypatch, scenario, policy, resized):
+    held: dict[str, tuple] = {}
+    release = Job.release_losses
+
+    def capture(job: Job) -> None:
+        held[job.job_id] = tuple(job.obs_loss)  # what the job held when it ended
+        release(job)
+
+    monkeypatch.setattr(Job, "release_losses", capture)
+    sim = dlclusterenv.make_sim(scenario, 0)
+    sim.run(baselines.make(policy))
+    ended = [j for j in sim.jobs.values() if j.status == DONE]
+    assert ended and set(held) == {j.job_id for j in ended}
+    for job in ended:
+        assert job._loss == [] and job._loss_tuple == () and job._loss_due == [] and job.rng is None
+        replay = job.obs_loss
+        assert tuple(replay) == held[job.job_id] == job.loss_history()
+        assert [k for k, _ in replay] == list(range(1, len(replay) + 1))  # epochs 1..n, in order
+        assert len(replay) <= job.epochs_done
+        assert job.obs_loss is not replay  # rebuilt at each read, never kept
+    # the replay skips the speed-bias draws between loss draws
+    assert resized == any(0 < at < len(held[j.job_id]) for j in ended for at in j._bias_at)
+    assert sum(map(len, held.values())) > 100
+
+
+def test_a_job_stopped_before_any_epoch_replays_an_empty_history():
+    sim = dlclusterenv.make_sim("default", 0)
+    fifo = baselines.make("fifo")
+    fifo.reset(0)
+    while not sim.jobs:
+        sim.decide(fifo)
+        sim.advance()
+    job = next(iter(sim.jobs.values()))
+    assert job.epochs_done == 0
+    sim.stop(job.job_id)
+    assert job.status == DONE and job.obs_loss == [] and job.loss_history() == ()
