@@ -147,19 +147,9 @@ def get_placer(name: str):
         raise KeyError(f"unknown placer {name!r}; known: {sorted(PLACERS)}") from None
 
 
-def _fill_score(placer, cluster: Cluster, cap: Capacity, d: Demand) -> np.ndarray | None:
-    """The per-node score whose first maximum `placer` picks once the job's latest node is full
-    (`pack`: load, `consolidate`: free GPUs or cores), or None for other placers."""
-    if placer is pack:
-        return cap.load(cluster)
-    if placer is consolidate:
-        return cap.gpu if d.gpu > 0 else cap.cpu
-    return None
-
-
 def _fill_workers(cluster: Cluster, cap: Capacity, placer, d: Demand, w: int,
                   nodes: list[int]) -> bool | None:
-    """The w workers' nodes as `pack` / `consolidate` choose them one task at a time, appended to
+    """The w workers' nodes as `pack` (score: load) / `consolidate` (free GPUs or cores) choose them one task at a time, appended to
     `nodes` and charged to `cap` in the same order (so the same floats): True; False, with what
     was placed left charged, where they run out of nodes, as the per-task loop does.
 
@@ -170,7 +160,8 @@ def _fill_workers(cluster: Cluster, cap: Capacity, placer, d: Demand, w: int,
     score, each filled until it no longer fits. NaN scores (a node without cores or memory)
     leave it to the per-task loop (None)."""
     ok = np.flatnonzero(cap.fits(d))
-    score = _fill_score(placer, cluster, cap, d)[ok]
+    # the score whose first maximum the placer picks once the job's latest node is full
+    score = (cap.load(cluster) if placer is pack else cap.gpu if d.gpu > 0 else cap.cpu)[ok]
     if np.isnan(score).any():
         return None
     for n in ok[np.argsort(-score, kind="stable")].tolist():
