@@ -149,9 +149,10 @@ def get_placer(name: str):
 
 def _fill_workers(cluster: Cluster, cap: Capacity, placer, d: Demand, w: int,
                   nodes: list[int]) -> bool | None:
-    """The w workers' nodes as `pack` (score: load) / `consolidate` (free GPUs or cores) choose them one task at a time, appended to
-    `nodes` and charged to `cap` in the same order (so the same floats): True; False, with what
-    was placed left charged, where they run out of nodes, as the per-task loop does.
+    """The w workers' nodes as `pack` (score: load) / `consolidate` (free GPUs or cores) choose
+    them one task at a time, appended to `nodes` and charged to `cap` in the same order (so the
+    same floats): True; False, with what was placed left charged, where they run out of nodes, as
+    the per-task loop does.
 
     Why one pass does: a worker stays on the job's latest node while it fits (the workers share
     one demand, so the nodes left before never fit again: capacity only shrinks here), and
