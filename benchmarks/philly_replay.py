@@ -13,7 +13,8 @@ loss-fit cap (baselines/optimus.py, `loss_fit_max_points`; the Philly-scale rows
 --cpu-budget S stops a policy's run after S CPU-seconds and prints how far it got (simulated
 time, jobs finished), for runs that do not finish in the time there is.
 Per policy: wall and CPU time of the run (the scenario's build, trace reading included, apart),
-jobs per CPU-second of the run, and the process's peak RSS so far.
+jobs per CPU-second of the run, and the process's peak RSS so far; then the loss points the jobs
+reported (one per epoch ended: what Optimus fits), mean and max per job, counted after the run.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ def main() -> None:
                     f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB",
                     flush=True,
                 )
+                _loss_points(name, sim)
                 continue
             m = sim.metrics()
         run_cpu = time.process_time() - cpu
@@ -80,10 +82,19 @@ def main() -> None:
             f"{name:15s} {time.perf_counter() - t:8.1f} s ({run_cpu:.1f} CPU-s, "
             f"{len(sim.specs) / max(run_cpu, 1e-9):,.0f} jobs per CPU-s; building it "
             f"{cpu - load:.1f} CPU-s)  finished {m.jobs_finished:5d}  "
-            f"unfinished {m.jobs_unfinished:4d}  avg JCT {m.avg_jct_s:10,.0f} s  "
+            f"unfinished {m.jobs_unfinished:4d}  avg JCT {m.avg_jct_s:12,.1f} s  "
             f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB",
             flush=True,
         )
+        _loss_points(name, sim)
+
+
+def _loss_points(name: str, sim) -> None:
+    """Loss points per job of the jobs that arrived (read after the timed run)."""
+    n = [len(j.obs_loss) for j in sim.jobs.values()]
+    if n:
+        print(f"{name:15s} loss points per job: mean {sum(n) / len(n):,.1f}, max {max(n):,} "
+              f"({sum(n):,} in all, {len(n):,} jobs)", flush=True)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ from .config import (
 )
 from . import efficiency
 from .efficiency import PhiTable
-from .jobs import Job, JobSpec
+from .jobs import Job, JobSpec, convergence_epoch
 from .sim import DEFAULT_PACKING
 from .speed import SpeedError, alone_speed, gpu_compute_s
 from .traces import TraceError, TraceSet, TraceWarning, _parse_time, data_path, load_trace
@@ -170,6 +170,10 @@ class Workload(_Strict):
             raise ValueError("give comm or ps_fraction, not both")
         if self.ps_fraction is not None and self.kind == "fixed":
             raise ValueError("ps_fraction: fixed jobs set comm per job")
+        if self.data_fraction != 1.0 and self.kind == "trace":
+            raise ValueError(f"data_fraction: {self.data_fraction}: a replayed trace job's epoch is "
+                             "its own (its work over its model's convergence epoch), not a share of "
+                             "its model's data set; leave it at 1")
         if self.load != 1.0 and self.kind == "fixed":
             raise ValueError("load: fixed jobs have their own arrival_s; scale those instead")
         for rng in (self.num_ps, self.num_workers, self.epoch_scale):
@@ -347,7 +351,7 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
             durations = [j.duration_s for j in trace.jobs]
             ids = [j.job_id for j in trace.jobs]
             trace_users = [j.user for j in trace.jobs]
-            synthetic = ("model", "num_ps", "comm", "work_steps", "shard_nodes")
+            synthetic = ("model", "num_ps", "comm", "work_steps", "steps_per_epoch", "shard_nodes")
             if any(u is None for u in trace_users):
                 synthetic += ("user",)
         if len(arrivals) and w.load != 1.0:
@@ -440,11 +444,38 @@ def replay_work(spec: JobSpec, duration_s: float, cluster: Cluster, m: ModelSpec
     trace's. The speed model is deterministic (a scheduler's measurements carry a 2% bias, the
     truth none), so this holds to rounding. With a statistical efficiency `eff` the work is
     divided by the mean of 1 / E at the trace's workers over the work, which keeps the duration
-    exact: the trace's job ran at that size, efficiency included."""
+    exact: the trace's job ran at that size, efficiency included. Its epoch is its own
+    (`replay_epoch`); a job with no work (a zero duration) keeps its model's and lists no epoch
+    as synthetic."""
     work = duration_s * trace_speed(spec, cluster, m)
     if eff is not None:
         work /= eff.mean_inverse(spec.num_workers)
-    return replace(spec, work_steps=work)
+    spe = replay_epoch(work, m)
+    synthetic = spec.synthetic if spe is not None else tuple(
+        f for f in spec.synthetic if f != "steps_per_epoch")
+    return replace(spec, work_steps=work, steps_per_epoch=spe, synthetic=synthetic)
+
+
+def replay_epoch(work: float, m: ModelSpec) -> float | None:
+    """A replayed job's steps per epoch: its work over K, its model's convergence epoch
+    (`jobs.convergence_epoch` at scale 1: the budget if the model does not converge within it),
+    so that it trains K epochs of its model's curve, crossing its stopping threshold at its last
+    one (`jobs.stop_delta`), whatever its trace duration. None for no work (no epoch to size).
+
+    Rounding choice: the epoch is a float, not whole batches (work / K whole batches would miss K
+    by up to K / (work / K) epochs for short jobs), and may be under one batch (a job with less
+    work than K batches still trains K epochs, of a fraction of a batch each: its data set is as
+    synthetic as its model). It is the largest float with K x it <= work exactly (work / K, one ulp
+    lower where that rounds up), so the engine, which ends epoch k when the work reaches k x it,
+    counts exactly K epochs when the job finishes (`jobs.job_epochs`, Python's exact floor
+    division); the remainder, a few ulps of the work, runs after the K-th epoch."""
+    if work <= 0:
+        return None
+    k = convergence_epoch(m, 1.0)
+    spe = work / k
+    while work // spe < k:
+        spe = math.nextafter(spe, 0.0)
+    return spe
 
 
 # A replay this small or this idle compares schedulers on almost nothing: say so, with numbers.
