@@ -13,12 +13,15 @@ it ran, so its work (`JobSpec.work_steps`, local batches) is what its drawn mode
 at the trace's placement under the speed model: duration x speed, the speed of the job alone on the
 empty cluster, consolidated on as few nodes as hold its workers (`replay_work`). Run that way it
 takes exactly its trace duration, so its GPU-seconds are the trace's; the scheduler's placement,
-size and sharing change it from there through the speed model. Nothing is capped or floored (a
-job may run beyond its model's epoch budget, which its view then reports). What the trace does not
-say is synthetic, and every such job lists it in `JobSpec.synthetic` (and the `synthetic` column
-of jobs.csv): the model, num_ps (and comm), work_steps (its duration is real, its unit the drawn
-model's batches), shard_nodes, and the user where the trace has none
-(Philly CSV, Alibaba; jobs are then spread round-robin over `users`).
+size and sharing change it from there through the speed model. Nothing is capped or floored. Its
+epoch is its own (`replay_epoch`): steps_per_epoch = work / K, K its model's convergence epoch, so
+it trains K epochs of its model's loss curve and stops there by its own threshold, as a generated
+job does, whatever its duration (with its model's epoch, e.g. ResNet-50's 296 batches, a
+replayed job trained work / 296 epochs: up to 478,418 on the Philly trace, where the zoo's models
+converge in 5-60 epochs within budgets of 10-100). What the trace does not say is synthetic, and every such job lists it in `JobSpec.synthetic` (and the
+`synthetic` column of jobs.csv): the model, num_ps (and comm), work_steps (its duration is real,
+its unit the drawn model's batches), steps_per_epoch (its data set's size), shard_nodes, and the
+user where the trace has none (Philly CSV, Alibaba; jobs are then spread round-robin over `users`).
 """
 
 from __future__ import annotations
@@ -462,13 +465,19 @@ def replay_epoch(work: float, m: ModelSpec) -> float | None:
     so that it trains K epochs of its model's curve, crossing its stopping threshold at its last
     one (`jobs.stop_delta`), whatever its trace duration. None for no work (no epoch to size).
 
-    Rounding choice: the epoch is a float, not whole batches (work / K whole batches would miss K
-    by up to K / (work / K) epochs for short jobs), and may be under one batch (a job with less
-    work than K batches still trains K epochs, of a fraction of a batch each: its data set is as
-    synthetic as its model). It is the largest float with K x it <= work exactly (work / K, one ulp
-    lower where that rounds up), so the engine, which ends epoch k when the work reaches k x it,
-    counts exactly K epochs when the job finishes (`jobs.job_epochs`, Python's exact floor
-    division); the remainder, a few ulps of the work, runs after the K-th epoch."""
+    Rounding choice: the epoch is a float, not whole batches (rounding work / K to whole batches
+    would turn a job of 1.5 K batches into K / 2 or K + 1/2 ... epochs, not K), and may be under
+    one batch (a job with less work than K batches still trains K epochs, of a fraction of a
+    batch each: its data set is as synthetic as its model). It is the largest float with
+    K x it <= work exactly (work / K, one ulp lower where that rounds up), so the engine, which
+    ends epoch k when the work reaches k x it, counts exactly K epochs when the job finishes
+    (`jobs.job_epochs`, Python's exact floor division); the remainder, a few ulps of the work,
+    runs after the K-th epoch.
+
+    What a scheduler sees: steps_per_epoch x max_epochs is now the job's work within the factor
+    budget / K of its model (1.25-4 in the zoo), where the model's epoch said nothing of it (a
+    data set's size correlates with a job's length on a real cluster too, but not this tightly);
+    Tetris' and D2S' remaining-work estimates and Optimus' fallback read it."""
     if work <= 0:
         return None
     k = convergence_epoch(m, 1.0)
