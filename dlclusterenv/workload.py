@@ -18,10 +18,11 @@ epoch is its own (`replay_epoch`): steps_per_epoch = work / K, K its model's con
 it trains K epochs of its model's loss curve and stops there by its own threshold, as a generated
 job does, whatever its duration (with its model's epoch, e.g. ResNet-50's 296 batches, a
 replayed job trained work / 296 epochs: up to 478,418 on the Philly trace, where the zoo's models
-converge in 5-60 epochs within budgets of 10-100). What the trace does not say is synthetic, and every such job lists it in `JobSpec.synthetic` (and the
-`synthetic` column of jobs.csv): the model, num_ps (and comm), work_steps (its duration is real,
-its unit the drawn model's batches), steps_per_epoch (its data set's size), shard_nodes, and the
-user where the trace has none (Philly CSV, Alibaba; jobs are then spread round-robin over `users`).
+converge in 5-60 epochs within budgets of 10-100). What the trace does not say is synthetic,
+and every such job lists it in `JobSpec.synthetic` (and the `synthetic` column of jobs.csv): the
+model, num_ps (and comm), work_steps (its duration is real, its unit the drawn model's batches),
+steps_per_epoch (its data set's size), shard_nodes, and the user where the trace has none (Philly
+CSV, Alibaba; jobs are then spread round-robin over `users`).
 """
 
 from __future__ import annotations
@@ -174,9 +175,9 @@ class Workload(_Strict):
         if self.ps_fraction is not None and self.kind == "fixed":
             raise ValueError("ps_fraction: fixed jobs set comm per job")
         if self.data_fraction != 1.0 and self.kind == "trace":
-            raise ValueError(f"data_fraction: {self.data_fraction}: a replayed trace job's epoch is "
-                             "its own (its work over its model's convergence epoch), not a share of "
-                             "its model's data set; leave it at 1")
+            raise ValueError(f"data_fraction: {self.data_fraction}: a replayed trace job's epoch "
+                             "is its own (its work over its model's convergence epoch), not a share "
+                             "of its model's data set; leave it at 1")
         if self.load != 1.0 and self.kind == "fixed":
             raise ValueError("load: fixed jobs have their own arrival_s; scale those instead")
         for rng in (self.num_ps, self.num_workers, self.epoch_scale):
