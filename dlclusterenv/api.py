@@ -90,7 +90,7 @@ class JobView:
     gpu_mem_gb: float
     gpu_milli: int  # thousandths of a GPU per worker; < 1000: the engine packs it onto a shared GPU
     gpu_step_s: Mapping[str, float]  # profiled step alone per GPU type (empty: same on every type)
-    steps_per_epoch: int
+    steps_per_epoch: int | float  # a replayed trace job's own: work / its model's convergence epoch
     input_bytes_per_step: float  # input read per local batch, from the job's data set
     dataset_bytes: float
     max_epochs: int  # the user's epoch budget (a replayed trace job: at least the epochs it ran)

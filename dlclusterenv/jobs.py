@@ -8,6 +8,7 @@ actually ran (issue #2, "observation honesty").
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -40,6 +41,17 @@ class JobSpec:
     # workload.replay_work); None: the model's convergence epoch (scaled by epoch_scale)
     work_steps: float | None = None
     gpu_milli: int = 1000  # thousandths of a GPU each worker asks for (Alibaba's gpu_milli); < 1000 shares one
+    # local batches per epoch of this job's own data set, replacing the model's (and
+    # data_fraction); a trace replay sets it to work_steps / its model's convergence epoch so
+    # that the job trains that many epochs (workload.replay_work); a float, possibly under 1
+    steps_per_epoch: float | None = None
+
+    def __post_init__(self) -> None:
+        spe = self.steps_per_epoch
+        if spe is not None and (isinstance(spe, bool) or not isinstance(spe, numbers.Real)
+                                or not (math.isfinite(spe) and spe > 0)):
+            raise ValueError(f"job {self.job_id}: steps_per_epoch: {spe!r}: must be a finite number "
+                             "of local batches > 0 (or None: the model's)")
 
 
 def _improvement(spec: ModelSpec, k: int) -> float:
@@ -71,17 +83,25 @@ def convergence_epoch(spec: ModelSpec, epoch_scale: float = 1.0) -> int:
     return min(max(round(lo * epoch_scale), 1), spec.convergence.max_epochs)
 
 
-def steps_per_epoch(spec: ModelSpec, job: JobSpec) -> int:
-    """Local batches per epoch over the job's part of the data set (`JobSpec.data_fraction`)."""
+def steps_per_epoch(spec: ModelSpec, job: JobSpec) -> int | float:
+    """Local batches per epoch: the job's own (`JobSpec.steps_per_epoch`, a replayed job's), else
+    its part of the model's data set (`JobSpec.data_fraction`), a whole number."""
+    if job.steps_per_epoch is not None:
+        return job.steps_per_epoch
     return max(1, round(spec.steps_per_epoch * job.data_fraction))
 
 
 def job_epochs(spec: ModelSpec, job: JobSpec) -> int:
-    """Epochs the job trains: its replayed work rounded up to whole epochs of its own (at least
-    one, and possibly beyond the model's budget: a trace job ran as long as it ran), else its
-    convergence epoch."""
+    """Epochs the job trains: where its work is set (a replay), the whole epochs in it, at least
+    one, else its convergence epoch.
+
+    Whole epochs (floor), because that is what the engine counts: epoch k ends when the work
+    reaches k x steps_per_epoch, so a finished job reports floor(work / steps_per_epoch) epochs
+    (a remainder under one epoch runs after its last one and adds no loss point). A replayed job's
+    epoch is sized so that this is its model's convergence epoch (workload.replay_work); with the
+    model's epoch it may exceed the budget (a job given work and no epoch of its own)."""
     if job.work_steps is not None:
-        return max(math.ceil(job.work_steps / steps_per_epoch(spec, job)), 1)
+        return max(int(job.work_steps // steps_per_epoch(spec, job)), 1)
     return convergence_epoch(spec, job.epoch_scale)
 
 
@@ -294,7 +314,7 @@ class Job:
         self._bias[key] = self.ledger.bias[self.row] = 1.0 + 0.02 * float(self.rng.standard_normal())
 
     @cached_property
-    def steps_per_epoch(self) -> int:
+    def steps_per_epoch(self) -> int | float:
         """Local batches per epoch (module function `steps_per_epoch`)."""
         return steps_per_epoch(self.model, self.spec)
 

@@ -13,12 +13,16 @@ it ran, so its work (`JobSpec.work_steps`, local batches) is what its drawn mode
 at the trace's placement under the speed model: duration x speed, the speed of the job alone on the
 empty cluster, consolidated on as few nodes as hold its workers (`replay_work`). Run that way it
 takes exactly its trace duration, so its GPU-seconds are the trace's; the scheduler's placement,
-size and sharing change it from there through the speed model. Nothing is capped or floored (a
-job may run beyond its model's epoch budget, which its view then reports). What the trace does not
-say is synthetic, and every such job lists it in `JobSpec.synthetic` (and the `synthetic` column
-of jobs.csv): the model, num_ps (and comm), work_steps (its duration is real, its unit the drawn
-model's batches), shard_nodes, and the user where the trace has none
-(Philly CSV, Alibaba; jobs are then spread round-robin over `users`).
+size and sharing change it from there through the speed model. Nothing is capped or floored. Its
+epoch is its own (`replay_epoch`): steps_per_epoch = work / K, K its model's convergence epoch, so
+it trains K epochs of its model's loss curve and stops there by its own threshold, as a generated
+job does, whatever its duration (with its model's epoch, e.g. ResNet-50's 296 batches, a
+replayed job trained work / 296 epochs: up to 478,418 on the Philly trace, where the zoo's models
+converge in 5-60 epochs within budgets of 10-100). What the trace does not say is synthetic,
+and every such job lists it in `JobSpec.synthetic` (and the `synthetic` column of jobs.csv): the
+model, num_ps (and comm), work_steps (its duration is real, its unit the drawn model's batches),
+steps_per_epoch (its data set's size), shard_nodes, and the user where the trace has none (Philly
+CSV, Alibaba; jobs are then spread round-robin over `users`).
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from .config import (
 )
 from . import efficiency
 from .efficiency import PhiTable
-from .jobs import Job, JobSpec
+from .jobs import Job, JobSpec, convergence_epoch
 from .sim import DEFAULT_PACKING
 from .speed import SpeedError, alone_speed, gpu_compute_s
 from .traces import TraceError, TraceSet, TraceWarning, _parse_time, data_path, load_trace
@@ -170,6 +174,10 @@ class Workload(_Strict):
             raise ValueError("give comm or ps_fraction, not both")
         if self.ps_fraction is not None and self.kind == "fixed":
             raise ValueError("ps_fraction: fixed jobs set comm per job")
+        if self.data_fraction != 1.0 and self.kind == "trace":
+            raise ValueError(f"data_fraction: {self.data_fraction}: a replayed trace job's epoch "
+                             "is its own (its work over its model's convergence epoch), not a share "
+                             "of its model's data set; leave it at 1")
         if self.load != 1.0 and self.kind == "fixed":
             raise ValueError("load: fixed jobs have their own arrival_s; scale those instead")
         for rng in (self.num_ps, self.num_workers, self.epoch_scale):
@@ -347,7 +355,7 @@ def generate_jobs(sc: Scenario, cluster: Cluster, zoo: ModelZoo, seed: int, wher
             durations = [j.duration_s for j in trace.jobs]
             ids = [j.job_id for j in trace.jobs]
             trace_users = [j.user for j in trace.jobs]
-            synthetic = ("model", "num_ps", "comm", "work_steps", "shard_nodes")
+            synthetic = ("model", "num_ps", "comm", "work_steps", "steps_per_epoch", "shard_nodes")
             if any(u is None for u in trace_users):
                 synthetic += ("user",)
         if len(arrivals) and w.load != 1.0:
@@ -440,11 +448,44 @@ def replay_work(spec: JobSpec, duration_s: float, cluster: Cluster, m: ModelSpec
     trace's. The speed model is deterministic (a scheduler's measurements carry a 2% bias, the
     truth none), so this holds to rounding. With a statistical efficiency `eff` the work is
     divided by the mean of 1 / E at the trace's workers over the work, which keeps the duration
-    exact: the trace's job ran at that size, efficiency included."""
+    exact: the trace's job ran at that size, efficiency included. Its epoch is its own
+    (`replay_epoch`); a job with no work (a zero duration) keeps its model's and lists no epoch
+    as synthetic."""
     work = duration_s * trace_speed(spec, cluster, m)
     if eff is not None:
         work /= eff.mean_inverse(spec.num_workers)
-    return replace(spec, work_steps=work)
+    spe = replay_epoch(work, m)
+    synthetic = spec.synthetic if spe is not None else tuple(
+        f for f in spec.synthetic if f != "steps_per_epoch")
+    return replace(spec, work_steps=work, steps_per_epoch=spe, synthetic=synthetic)
+
+
+def replay_epoch(work: float, m: ModelSpec) -> float | None:
+    """A replayed job's steps per epoch: its work over K, its model's convergence epoch
+    (`jobs.convergence_epoch` at scale 1: the budget if the model does not converge within it),
+    so that it trains K epochs of its model's curve, crossing its stopping threshold at its last
+    one (`jobs.stop_delta`), whatever its trace duration. None for no work (no epoch to size).
+
+    Rounding choice: the epoch is a float, not whole batches (rounding work / K to whole batches
+    would turn a job of 1.5 K batches into K / 2 or K + 1/2 ... epochs, not K), and may be under
+    one batch (a job with less work than K batches still trains K epochs, of a fraction of a
+    batch each: its data set is as synthetic as its model). It is the largest float with
+    K x it <= work exactly (work / K, one ulp lower where that rounds up), so the engine, which
+    ends epoch k when the work reaches k x it, counts exactly K epochs when the job finishes
+    (`jobs.job_epochs`, Python's exact floor division); the remainder, a few ulps of the work,
+    runs after the K-th epoch.
+
+    What a scheduler sees: steps_per_epoch x max_epochs is now the job's work within the factor
+    budget / K of its model (1.25-4 in the zoo), where the model's epoch said nothing of it (a
+    data set's size correlates with a job's length on a real cluster too, but not this tightly);
+    Tetris' and D2S' remaining-work estimates and Optimus' fallback read it."""
+    if work <= 0:
+        return None
+    k = convergence_epoch(m, 1.0)
+    spe = work / k
+    while work // spe < k:
+        spe = math.nextafter(spe, 0.0)
+    return spe
 
 
 # A replay this small or this idle compares schedulers on almost nothing: say so, with numbers.

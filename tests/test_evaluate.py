@@ -88,7 +88,8 @@ def test_jobs_csv_names_synthetic_fields_of_a_trace_replay(tmp_path):
     evaluate(sc, ["fifo"], 1, tmp_path, workers=1, progress=False)
     jobs = _rows(tmp_path / "jobs.csv")
     assert len(jobs) == 5
-    assert all(set(r["synthetic"].split(";")) >= {"model", "num_ps"} for r in jobs)
+    assert all(set(r["synthetic"].split(";")) >= {"model", "num_ps", "work_steps", "steps_per_epoch"}
+               for r in jobs)
 
 
 def test_write_interrupted_by_an_error_keeps_the_old_file_and_no_temp(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ import baselines
 from dlclusterenv import ConfigError, make_sim
 from dlclusterenv.cluster import build_cluster
 from dlclusterenv.config import load_zoo
-from dlclusterenv.jobs import Job
+from dlclusterenv.jobs import Job, JobSpec, convergence_epoch, job_epochs
 from dlclusterenv.traces import TraceError
 from dlclusterenv.sim import DEFAULT_PACKING
 from dlclusterenv.speed import alone_speed
@@ -106,9 +107,13 @@ def test_philly_replay_is_labelled_synthetic_and_follows_durations():
         speed = alone_speed(cluster, Job(s, m, np.random.default_rng(0), 1), ps, ws,
                             cluster.config.overheads, DEFAULT_PACKING)
         assert s.work_steps / speed == pytest.approx(j.duration_s, rel=1e-9)
-    # the old epoch-budget cap would have cut some of these jobs short
+    # some run past their model's epoch budget in its own epochs: the old replay (the model's
+    # epoch) trained them beyond it; their own epoch makes it exactly the convergence epoch K
     assert any(s.work_steps > ZOO.models[s.model].convergence.max_epochs
                * ZOO.models[s.model].steps_per_epoch for s in specs)
+    for s in specs:
+        k = convergence_epoch(ZOO.models[s.model], 1.0)
+        assert s.steps_per_epoch * k <= s.work_steps and s.work_steps // s.steps_per_epoch == k
 
 
 def _philly_rows(path: Path, rows: list[tuple[str, float, int]]) -> Path:
@@ -138,7 +143,71 @@ def test_replayed_job_runs_its_trace_gpu_seconds_at_its_trace_size(tmp_path):
         assert job.num_workers == gpus
         assert (job.finish_s - job.first_start_s) * gpus == pytest.approx(dur * gpus, rel=1e-6)
     last = sim.jobs[sim.specs[-1].job_id]
-    assert last.total_epochs > last.model.convergence.max_epochs  # not capped to the budget
+    assert last.total_steps == last.spec.work_steps  # not capped: its work is its duration's
+
+
+def test_replayed_job_trains_its_models_convergence_epochs(tmp_path):
+    """A replayed job's epoch is its own (work / K, workload.replay_epoch), so it trains K epochs,
+    K = its model's convergence epoch, whatever its duration: a 30-day job does not train 10^5
+    epochs, and one with less work than K batches (0.05 s) trains K epochs of a fraction of a
+    batch. It finishes with exactly K epochs done (the epoch is the largest float with K of them
+    in the work), its work exactly the replay's, and its stopping threshold is crossed by its own
+    true loss curve at epoch K (stop_delta), as a generated job's is at its convergence epoch.
+    Its loss points: K, or K - 1 where the engine's last interval ends a float residue short of
+    the K-th boundary and the job is then set to its total (generated jobs do the same). A job
+    with no work (duration 0) keeps its model's epoch and finishes with no epoch."""
+    rows = [("2017-10-01 00:00:00", 0.05, 1), ("2017-10-01 00:00:00", 5.0, 1),
+            ("2017-10-02 00:00:00", 3000.0, 2), ("2017-10-03 00:00:00", 7200.0, 4),
+            ("2017-10-04 00:00:00", 30 * 86400.0, 8), ("2017-10-05 00:00:00", 0.0, 1)]
+    trace = _philly_rows(tmp_path / "t.csv", rows)
+    sc = {"name": "t", "cluster": "tiny", "workload": {
+        "kind": "trace", "models": MIX, "trace": {"path": str(trace)}}}
+    sim = make_sim(sc, seed=3)
+    sim.run(baselines.FIFO(placer="consolidate"))
+    *replayed, idle = [sim.jobs[s.job_id] for s in sim.specs]
+    assert replayed[0].spec.work_steps < convergence_epoch(replayed[0].model, 1.0)  # tiny
+    assert replayed[0].steps_per_epoch < 1
+    assert replayed[-1].spec.work_steps > 1e5 * replayed[-1].model.steps_per_epoch  # huge
+    for job in replayed:
+        m, k = job.model, convergence_epoch(job.model, 1.0)
+        assert "steps_per_epoch" in job.spec.synthetic
+        assert job.steps_per_epoch == job.spec.steps_per_epoch
+        assert job.status == "done" and job.total_steps == job.spec.work_steps
+        assert job.steps_done == job.spec.work_steps
+        assert job.total_epochs == k and job.epochs_done == k
+        assert k < m.convergence.max_epochs  # the zoo's models converge within their budget
+        crossed = next(e for e in range(1, k + 2)
+                       if (job.true_loss(e - 1) - job.true_loss(e)) / job.true_loss(e - 1)
+                       < job.rel_delta)
+        assert crossed == k
+        assert len(job.obs_loss) in (k - 1, k)
+        assert [e for e, _ in job.obs_loss] == list(range(1, len(job.obs_loss) + 1))
+    assert idle.spec.work_steps == 0 and idle.spec.steps_per_epoch is None
+    assert "steps_per_epoch" not in idle.spec.synthetic and "work_steps" in idle.spec.synthetic
+    assert idle.status == "done" and idle.epochs_done == 0 and idle.obs_loss == []
+
+
+@pytest.mark.parametrize("value", [0, -1.0, math.nan, math.inf, True, "300"])
+def test_job_spec_steps_per_epoch_is_validated(value):
+    with pytest.raises(ValueError, match=r"job j7: steps_per_epoch: .*must be a finite number"):
+        JobSpec("j7", "ResNet-50", 0.0, 0, 1, steps_per_epoch=value)
+
+
+def test_job_spec_steps_per_epoch_replaces_the_models_epoch():
+    m = ZOO.models["ResNet-50"]
+    spec = JobSpec("j", "ResNet-50", 0.0, 0, 1, data_fraction=0.5, steps_per_epoch=12.5)
+    job = Job(spec, m, np.random.default_rng(0), job_epochs(m, spec))
+    assert job.steps_per_epoch == 12.5
+    assert job.total_epochs == convergence_epoch(m) and job.total_steps == 12.5 * job.total_epochs
+    worked = JobSpec("j", "ResNet-50", 0.0, 0, 1, work_steps=100.0, steps_per_epoch=30.0)
+    assert job_epochs(m, worked) == 3  # whole epochs: the last 10 batches end no epoch
+
+
+def test_trace_workload_refuses_data_fraction(tmp_path):
+    trace = _philly_rows(tmp_path / "t.csv", [("2017-10-01 00:00:00", 60.0, 1)])
+    with pytest.raises(ConfigError, match="workload: Value error, data_fraction: 0.5: a replayed trace job.s epoch"):
+        load_scenario({"name": "t", "cluster": "tiny", "workload": {
+            "kind": "trace", "models": MIX, "data_fraction": 0.5, "trace": {"path": str(trace)}}})
 
 
 # ----------------------------------------------------------------------------- scenario files
@@ -251,7 +320,7 @@ def test_philly_job_log_replay_maps_gpus_users_and_labels_synthetic():
     ps = jobs({**TRACE_JSON, "comm": "ps"})  # as PS jobs: one PS per ps_ratio (4) workers
     assert [(s.num_workers, s.num_ps, s.comm) for s in ps] == [(1, 1, "ps"), (2, 1, "ps"), (8, 2, "ps")]
     assert [s.arrival_s for s in specs] == [0.0, 60.0, 90.0]
-    assert all(s.synthetic == ("model", "num_ps", "comm", "work_steps", "shard_nodes") for s in specs)
+    assert all(s.synthetic == ("model", "num_ps", "comm", "work_steps", "steps_per_epoch", "shard_nodes") for s in specs)
     assert specs == jobs(TRACE_JSON)  # same seed, same jobs
     assert any(jobs(TRACE_JSON, seed=k) != specs for k in range(1, 4))  # models are drawn
 
@@ -270,7 +339,7 @@ def test_alibaba_replay_on_its_node_list_cluster(tmp_path):
         ("openb-pod-0006", 1, 0, "u0")]
     metrics = sim.run(baselines.make("fifo"))
     assert metrics.jobs_finished == 3
-    assert {r.synthetic for r in metrics.jobs} == {"model;num_ps;comm;work_steps;shard_nodes;user"}
+    assert {r.synthetic for r in metrics.jobs} == {"model;num_ps;comm;work_steps;steps_per_epoch;shard_nodes;user"}
     again = make_sim(scenario, seed=3).run(baselines.make("fifo"))
     assert again.summary() == metrics.summary()
 
@@ -296,7 +365,7 @@ def test_cli_skip_bad_rows_overrides_the_scenario_and_prints_the_count(tmp_path,
     with open(out / "jobs.csv") as f:
         rows = list(csv.DictReader(f))
     assert [r["job_id"] for r in rows] == ["openb-pod-0002", "openb-pod-0006"]
-    assert {r["synthetic"] for r in rows} == {"model;num_ps;comm;work_steps;shard_nodes;user"}
+    assert {r["synthetic"] for r in rows} == {"model;num_ps;comm;work_steps;steps_per_epoch;shard_nodes;user"}
 
 
 # ----------------------------------------------------------------------------- replay summary
