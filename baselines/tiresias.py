@@ -105,7 +105,9 @@ from typing import Callable, Iterable
 import numpy as np
 
 from dlclusterenv.api import ClusterView, Decision, JobView, Scheduler
-from dlclusterenv.placers import Capacity, add_placement, get_placer, place_job
+from dlclusterenv.placers import (
+    Capacity, WorkerOrder, add_placement, get_placer, integral, place_job,
+)
 
 
 @dataclass
@@ -161,7 +163,7 @@ class _Running:
     reads them)."""
 
     __slots__ = ("view", "job_id", "arrival_s", "attained_gpu_s", "tasks", "num_workers",
-                 "worker_demand", "gpus", "nodes", "held", "sig")
+                 "worker_demand", "gpus", "nodes", "held", "sig", "whole")
     status = "running"
     _FIXED = frozenset(("num_ps", "ps_demand", "param_bytes"))
 
@@ -173,6 +175,7 @@ class _Running:
         self.nodes = tuple(t.node for t in view.tasks)
         self.held = sum(t.demand.gpu for t in view.tasks if t.node >= 0)
         self.sig = (self.job_id, self.nodes)  # its part of Admission.state
+        self.whole = _whole_tasks(view)  # releasing it keeps a whole-number capacity whole
 
     def __getattr__(self, name: str):
         if name not in _Running._FIXED:  # anything else may have moved since the view was taken
@@ -189,6 +192,24 @@ def _held(job) -> int:
     """GPUs held by a running job's placed tasks (Admission._lower)."""
     return job.held if isinstance(job, _Running) else sum(
         t.demand.gpu for t in job.tasks if t.node >= 0)
+
+
+_WHOLE: dict[tuple, bool] = {}
+
+
+def _whole(d) -> bool:
+    """Whether a demand's charges are whole numbers (placers.integral), remembered per value."""
+    k = (d.cpu, d.mem_gb, d.bw_MBps, d.gpu)
+    w = _WHOLE.get(k)
+    if w is None:
+        w = _WHOLE[k] = integral(d.cpu, d.mem_gb, d.bw_MBps * 1e6, d.gpu)
+    return w
+
+
+def _whole_tasks(job) -> bool:
+    """Whether every placed task of a running job charges whole numbers."""
+    return job.whole if isinstance(job, _Running) else all(
+        _whole(t.demand) for t in job.tasks if t.node >= 0)
 
 
 def _arrival(job: JobView) -> tuple[float, str]:
@@ -596,6 +617,12 @@ class Admission:
         self._gone: set[str] = set()  # the victims' ids
         self.failed = _Failed()
         self.first = self.failed
+        # every free value a whole number (placers.integral): a walk's trials count workers
+        # (placers.worker_nodes) instead of placing and taking them back; kept while every
+        # charge and release is whole too
+        self._exact = WorkerOrder.usable(self.cluster, placer) and integral(
+            self.cap.cpu, self.cap.mem, self.cap.bw)
+        self._order: WorkerOrder | None = None  # made at the first such trial, then kept
 
     def state(self) -> tuple:
         """What a walk depends on: free resources and the running jobs, in order, on their
@@ -641,6 +668,10 @@ class Admission:
         return self.failed.walks.get(workers, -1) >= self._lower(key)[1]
 
     def _release(self, job: JobView, sign: int) -> None:
+        if self._exact and not _whole_tasks(job):
+            self._exact = False
+        if self._order is not None:
+            self._order.touch(t.node for t in job.tasks)
         for t in job.tasks:
             if t.node >= 0:
                 self.cap.take(t.node, t.demand, -sign)
@@ -671,32 +702,52 @@ class Admission:
         released: what is known of its workers in this state is used and added to, and
         `blame[0]` set False when a failure is not its workers' alone."""
         w = job.num_workers
+        if self._exact and not (_whole(job.worker_demand)
+                                and (not job.num_ps or _whole(job.ps_demand))):
+            self._exact = False  # this job's charges (placements are charged) may not be whole
         if m is not None and w * job.worker_demand.gpu > self.free_gpus():
             return None  # fewer GPUs than its workers: `_room` below would refuse it as well
         seen = None if m is None else self.failed.workers.setdefault(
             (m, job.worker_demand), [[], math.inf])
+        # a walk's trial of a job without PS, every value whole: where place_job would put its
+        # workers, counted without charging (`got` taken only if the job takes it); counting
+        # costs less than `_room`'s bound, so the bound is not checked first (what the count
+        # finds of the workers is as true as what `_room` would have spared)
+        dry = m is not None and self._exact and not job.num_ps and job.worker_demand.gpu >= 1
         if seen is not None:
             known = None
             if len(seen[0]) >= w:
                 known = self._accepts(job, seen[0][:w])
             elif w >= seen[1] or not self._accepts(job, seen[0]):
                 known = False  # its first workers already do not fit, or not on few enough nodes
-            if known is None and not self._room(job):
+            if known is None and not dry and not self._room(job):
                 known = False  # no placer could put its workers on few enough nodes
             if known is False:
                 return None
-        got = place_job(
-            self.cluster, self.cap, self.placer, job.ps_demand, job.worker_demand, job.num_ps, w,
-        )
+        if dry:
+            if self._order is None:
+                self._order = WorkerOrder(self.cluster, self.cap, self.placer)
+            nodes = self._order.nodes(job.worker_demand, w)
+            got = None if nodes is None else ([], nodes)
+        else:
+            got = place_job(
+                self.cluster, self.cap, self.placer, job.ps_demand, job.worker_demand,
+                job.num_ps, w,
+            )
         if got is not None:
             if seen is not None and len(got[1]) > len(seen[0]):
                 seen[0] = got[1]
             if self._accepts(job, got[1]):
+                if dry:  # the charges place_job makes, in its order (whole: exact anyway)
+                    for n in got[1]:
+                        self.cap.take(n, job.worker_demand)
+                self._touch(got)
                 return got
-            self._unfit(job, got)  # a placement the job does not take (Tiresias: not consolidated)
+            if not dry:
+                self._unfit(job, got)  # a placement the job does not take (not consolidated)
         elif seen is not None and known is None and blame[0]:  # its workers alone: acceptable?
-            alone = place_job(self.cluster, self.cap, self.placer, job.ps_demand,
-                              job.worker_demand, 0, w)
+            alone = None if dry else place_job(  # (dry: the same call as above, no PS)
+                self.cluster, self.cap, self.placer, job.ps_demand, job.worker_demand, 0, w)
             if alone is None:
                 seen[1] = min(seen[1], w)
             else:
@@ -707,7 +758,14 @@ class Admission:
             blame[0] = False
         return None
 
+    def _touch(self, got) -> None:
+        """Nodes whose capacity a placement `got` changed, for the kept WorkerOrder."""
+        if self._order is not None:
+            self._order.touch(got[0])
+            self._order.touch(got[1])
+
     def _unfit(self, job: JobView, got) -> None:
+        self._touch(got)
         for n in got[0]:
             self.cap.take(n, job.ps_demand, -1)
         for n in got[1]:
