@@ -99,6 +99,8 @@ from __future__ import annotations
 
 import bisect
 import math
+from itertools import accumulate, repeat
+from operator import attrgetter
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -160,22 +162,30 @@ class _Running:
     decision does not rebuild the view of every running job (issue 14). Kept, and its service
     updated, from one decision point to the next while the job runs; what Tiresias reads of it
     every decision is worked out once (`gpus` its workers', `nodes` and `held` as Admission
-    reads them)."""
+    reads them). Its service is read from `att[0]`, the scheduler's id -> service of the running
+    jobs at this decision point (one dict made per decision, not a write per running job;
+    without it, the view's)."""
 
-    __slots__ = ("view", "job_id", "arrival_s", "attained_gpu_s", "tasks", "num_workers",
+    __slots__ = ("view", "job_id", "arrival_s", "att", "tasks", "num_workers",
                  "worker_demand", "gpus", "nodes", "held", "sig", "whole")
     status = "running"
     _FIXED = frozenset(("num_ps", "ps_demand", "param_bytes"))
 
-    def __init__(self, view: JobView):
+    def __init__(self, view: JobView, att: list[dict] | None = None):
         self.view, self.job_id, self.arrival_s = view, view.job_id, view.arrival_s
-        self.attained_gpu_s, self.tasks = view.attained_gpu_s, view.tasks
+        self.att = [{view.job_id: view.attained_gpu_s}] if att is None else att
+        self.tasks = view.tasks
         self.num_workers, self.worker_demand = view.num_workers, view.worker_demand
         self.gpus = view.num_workers * view.worker_demand.gpu
-        self.nodes = tuple(t.node for t in view.tasks)
-        self.held = sum(t.demand.gpu for t in view.tasks if t.node >= 0)
+        self.nodes = tuple(t.node for t in self.tasks)
+        self.held = sum(t.demand.gpu for t in self.tasks if t.node >= 0)
         self.sig = (self.job_id, self.nodes)  # its part of Admission.state
-        self.whole = _whole_tasks(view)  # releasing it keeps a whole-number capacity whole
+        # releasing it keeps a whole-number capacity whole
+        self.whole = all(_whole(t.demand) for t in self.tasks if t.node >= 0)
+
+    @property
+    def attained_gpu_s(self) -> float:
+        return self.att[0][self.job_id]
 
     def __getattr__(self, name: str):
         if name not in _Running._FIXED:  # anything else may have moved since the view was taken
@@ -186,6 +196,9 @@ class _Running:
 def _sig(job) -> tuple:
     """A running job's part of Admission.state: its id and its tasks' nodes."""
     return job.sig if isinstance(job, _Running) else (job.job_id, tuple(t.node for t in job.tasks))
+
+
+_SIG, _HELD = attrgetter("sig"), attrgetter("held")  # the same, of a _Running
 
 
 def _held(job) -> int:
@@ -284,6 +297,20 @@ class Tiresias(Scheduler):
         self._failed: tuple = (None, None)
         self._runs: dict[str, _Running] = {}  # the running jobs at the last decision point
         self._prev: dict[str, _Running] = {}  # those at the one before
+        self._att: list[dict] = [{}]  # [id -> service of the running jobs now] (_Running.att)
+        self._prev_att: dict[str, float] = {}  # the same at the last decision point
+        # the running jobs' queue limits (gpu_s0 and the threshold of their queue; inf in the
+        # last), id -> value, and as arrays in the order of `_ids` (None: made again when read)
+        self._g0: dict[str, float] = {}
+        self._thr: dict[str, float] = {}
+        self._ids: list[str] = []
+        self._lims = None
+        # 2D-LAS: the running jobs in priority order, their keys in the same order
+        self._order: list[_Running] = []
+        self._okeys: list[tuple] = []
+        self._placed: dict[str, tuple] = {}  # id -> key of the jobs in `_order`
+        self._rekeyed: set[str] = set()  # jobs that entered a queue since `_order` was made
+        self._att_now: list[float] = []  # the running jobs' service, in the order of `_ids`
         self._per: tuple = (None, 0)  # (cluster, its most GPUs on one server)
 
     def queue_of(self, job_id: str) -> int:
@@ -324,18 +351,38 @@ class Tiresias(Scheduler):
             g = self._gcache[k] = -gittins_index(self._garr, a, top - a)
         return g
 
-    def _running(self, view: ClusterView) -> list[_Running]:
-        """The running jobs (arrival order), views built only for those not running before."""
-        self._prev, self._runs = self._runs, {}
-        prev, runs = self._prev, self._runs
-        for k, (jid, a) in enumerate(zip(view.running.job_ids(), view.running.attained_gpu_s())):
-            r = prev.get(jid)
-            if r is None:
-                r = _Running(view.running[k])
-            else:
-                r.attained_gpu_s = a
-            runs[jid] = r
-        return list(runs.values())
+    def _running(self, view: ClusterView) -> dict[str, _Running]:
+        """The running jobs (id -> _Running, arrival order), views built only for those not
+        running before; the same dict as at the last decision point when the same jobs run.
+        Their service is one dict, made here (`_att`)."""
+        ids, att = view.running.job_ids(), view.running.attained_gpu_s()
+        self._prev, self._prev_att = self._runs, self._att[0]
+        self._att[0] = dict(zip(ids, att))
+        self._att_now = att
+        if ids != self._ids:
+            prev = self._prev
+            runs = dict(zip(ids, map(prev.get, ids)))
+            for jid in runs.keys() - prev.keys():
+                runs[jid] = _Running(view.running[ids.index(jid)], self._att)
+            self._runs, self._ids, self._lims = runs, ids, None
+        return self._runs
+
+    def _las_order(self, running: dict[str, _Running]) -> tuple[list[_Running], list[tuple]]:
+        """The running jobs in 2D-LAS order and their keys (`_Queued.rkey`, fixed from a job's
+        queue entry), kept sorted from one decision point to the next: only the jobs that
+        started, stopped or entered a queue since move (the order a sort of all would give:
+        the keys are distinct)."""
+        order, okeys, placed, state = self._order, self._okeys, self._placed, self.state
+        for jid in placed.keys() - running.keys() | self._rekeyed & placed.keys():
+            k = bisect.bisect_left(okeys, placed.pop(jid))
+            del okeys[k], order[k]
+        for jid in running.keys() - placed.keys():
+            key = placed[jid] = state[jid].rkey
+            k = bisect.bisect_left(okeys, key)
+            okeys.insert(k, key)
+            order.insert(k, running[jid])
+        self._rekeyed = set()
+        return order, okeys
 
     def decide(self, view: ClusterView) -> Decision:
         running = self._running(view)
@@ -351,14 +398,14 @@ class Tiresias(Scheduler):
             return k
 
         if self._keyed is None:  # LAS order: a running job's key is fixed by its queue entry
-            state = self.state
-            rkeys = [state[r.job_id].rkey for r in running]
+            ordered, okeys = self._las_order(running)
         else:
+            running = list(running.values())
             rkeys = [key(r) for r in running]
-        order = sorted(range(len(running)), key=rkeys.__getitem__)
+            order = sorted(range(len(running)), key=rkeys.__getitem__)
+            ordered, okeys = [running[i] for i in order], [rkeys[i] for i in order]
         admission = Admission(
-            view, [running[i] for i in order], key, self.placer,
-            lambda j: self.servers(view, j), [rkeys[i] for i in order],
+            view, ordered, key, self.placer, lambda j: self.servers(view, j), okeys,
         )
         state = admission.state()
         if state == self._failed[0]:  # nothing a walk sees changed since the last decision
@@ -374,7 +421,7 @@ class Tiresias(Scheduler):
         of (it was running at this one, kept in `_runs`, or started by this decision)."""
         self._last_t = view.time
         self._stopped = set(d.preempt)
-        self._started = {jid: view.job(jid) for jid in self._watch if jid not in self._runs}
+        self._started = {jid: view.job(jid) for jid in self._watch.keys() - self._runs.keys()}
 
     def _size(self, jid: str, now: float) -> tuple[tuple[float, str], float]:
         """(arrival key, GPU-seconds of service) of a watched job that finished: the service
@@ -382,7 +429,7 @@ class Tiresias(Scheduler):
         r = self._prev.get(jid)
         if r is not None:
             gpus = 0 if jid in self._stopped else r.gpus
-            return _arrival(r), r.attained_gpu_s + gpus * (now - self._last_t)
+            return _arrival(r), self._prev_att[jid] + gpus * (now - self._last_t)
         v = self._started[jid]
         return _arrival(v), v.attained_gpu_s + v.num_workers * v.worker_demand.gpu * (
             now - self._last_t)
@@ -425,11 +472,19 @@ class Tiresias(Scheduler):
                         buckets[kind].skip(pos[kind], ngi0, best_key)
                 refused = []
 
-    def _enter(self, st: _Queued, queue: int) -> None:
+    def _enter(self, st: _Queued, queue: int, job_id: str | None = None) -> None:
+        """The job enters `queue` now; with its id, its limits and LAS key are noted for the
+        running jobs' kept arrays and order (`_lims`, `_las_order`)."""
         st.queue = queue
         st.seq = self._seq
         st.rkey = (queue, 0.0, False, st.seq)
         self._seq += 1
+        if job_id is None:
+            return
+        self._g0[job_id] = st.gpu_s0
+        self._thr[job_id] = self.thresholds[queue] if queue < len(self.thresholds) else math.inf
+        self._lims = None
+        self._rekeyed.add(job_id)
 
     def _wait(self, job_id: str, waiting: bool, job: JobView | None = None) -> None:
         """Put a waiting job in its bucket (`job`: its view now), or take it out."""
@@ -470,15 +525,15 @@ class Tiresias(Scheduler):
                     b.ran[k] = (st.ngi, seq, jid)
                 b.ran.sort()
 
-    def _update_queues(self, view: ClusterView, running: list[_Running]) -> None:
+    def _update_queues(self, view: ClusterView, running: dict[str, _Running]) -> None:
         """What changed since the last decision point: jobs that finished (their sizes learned),
         started or stopped, arrived, were demoted (only a job that ran since can cross a
         threshold) or promoted."""
         now = view.time
-        running = {j.job_id: j for j in running}
         stopped = []
         done = []
-        for jid in [jid for jid in self._watch if jid not in running]:
+        gone = self._watch.keys() - running.keys()
+        for jid in [jid for jid in self._watch if jid in gone] if gone else ():
             st = self.state[jid]
             try:
                 job = view.job(jid)
@@ -486,7 +541,7 @@ class Tiresias(Scheduler):
                 done.append(self._size(jid, now))
                 if st.waiting:
                     self._wait(jid, False)
-                del self.state[jid]
+                del self.state[jid], self._g0[jid], self._thr[jid]
                 self._ran.pop(jid, None)
                 continue
             if not st.waiting:
@@ -525,8 +580,16 @@ class Tiresias(Scheduler):
             return job.job_id in promoted or (
                 st.queue < top and job.attained_gpu_s - st.gpu_s0 >= thresholds[st.queue])
 
-        changed = sorted([j for j in running.values()
-                          if (st := state.get(j.job_id)) is not None and moves(j, st)]
+        if self._lims is None:  # the running jobs' limits in the order of their service
+            ids, n = self._ids, len(self._ids)
+            self._lims = (np.fromiter(map(self._g0.get, ids, repeat(0.0)), float, n),
+                          np.fromiter(map(self._thr.get, ids, repeat(math.inf)), float, n))
+        g0, thr = self._lims
+        # a running job's threshold crossed, for all of them at once: the same float operations
+        # as `moves` (a job without a state has limit inf; none of them is promoted)
+        crossed = np.flatnonzero(np.array(self._att_now) - g0 >= thr).tolist()
+        changed = sorted([running[jid] for k in crossed if (jid := self._ids[k]) not in promoted]
+                         + [running[jid] for jid in promoted if jid in running]
                          + [j for j in stopped if moves(j, state[j.job_id])]
                          + [view.job(jid) for jid in promoted if jid not in running], key=_arrival)
         for job in changed:
@@ -536,24 +599,22 @@ class Tiresias(Scheduler):
                 if bucketed:
                     self._wait(job.job_id, False)
                 st.gpu_s0, st.run_s0, st.waited_s = job.attained_gpu_s, job.run_s, 0.0
-                self._enter(st, 0)
+                self._enter(st, 0, job.job_id)
                 if bucketed:
                     self._wait(job.job_id, True, job)
                 continue
             # 2D-LAS: GPUs x time attained since the job last entered Q0, against the thresholds
             queue = sum(job.attained_gpu_s - st.gpu_s0 >= t for t in self.thresholds)
             if queue > st.queue:  # demoted
-                self._enter(st, queue)
+                self._enter(st, queue, job.job_id)
         for job in stopped:
             self._wait(job.job_id, True, job)
         for job in self._arrivals(view):  # a new job enters Q0
             kind = (_gpus(job), _workers(job, self.servers(view, job)))
             st = _Queued(0, 0, job.attained_gpu_s, job.run_s, 0.0, now, kind)
             self.state[job.job_id] = st
-            self._enter(st, 0)
-            if job.status == "running":
-                running[job.job_id] = job
-            else:
+            self._enter(st, 0, job.job_id)
+            if job.status != "running":  # (a running one is in `running` already)
                 self._wait(job.job_id, True, job)
                 if job.run_s > 0:
                     self._ran[job.job_id] = None
@@ -613,6 +674,7 @@ class Admission:
         self.d = Decision()
         # (GPUs held by and count of the running jobs not preempted, from k on)
         self._suffix = None
+        self._views = bool(set(map(type, running)) - {_Running})  # views, not kept records
         self._keys = keys  # the running jobs' keys (ascending: they are in order), or None
         self._gone: set[str] = set()  # the victims' ids
         self.failed = _Failed()
@@ -629,7 +691,8 @@ class Admission:
         nodes."""
         c = self.cap
         return (c.cpu.tobytes(), c.mem.tobytes(), c.bw.tobytes(), c.gpu.tobytes(),
-                tuple(map(_sig, self.running)))
+                tuple(map(_sig, self.running)) if self._views else
+                tuple(map(_SIG, self.running)))
 
     def free_gpus(self) -> int:
         return int(self.cap.gpu.sum())
@@ -637,16 +700,15 @@ class Admission:
     def _lower(self, key) -> tuple[int, int]:
         """(GPUs held, count) of the running jobs not preempted yet whose priority is below
         `key`."""
-        if self._suffix is None:
-            gone = self._gone
-            held = [
-                0 if r.job_id in gone else _held(r) for r in self.running
-            ]
-            gpus, count = [0] * (len(held) + 1), [0] * (len(held) + 1)
-            for i in range(len(held) - 1, -1, -1):
-                gpus[i] = gpus[i + 1] + held[i]
-                count[i] = count[i + 1] + (self.running[i].job_id not in gone)
-            self._suffix = (gpus, count)
+        if self._suffix is None:  # suffix sums, from the end (itertools.accumulate)
+            gone, running = self._gone, self.running
+            held = list(map(_held, running) if self._views else map(_HELD, running))
+            alive = [1] * len(held)
+            for i, r in enumerate(running) if gone else ():
+                if r.job_id in gone:
+                    held[i] = alive[i] = 0
+            self._suffix = (list(accumulate(reversed(held), initial=0))[::-1],
+                            list(accumulate(reversed(alive), initial=0))[::-1])
         gpus, count = self._suffix
         i = self._below(key)
         return gpus[i], count[i]
