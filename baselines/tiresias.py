@@ -669,7 +669,16 @@ class Admission:
     ):
         self.cluster, self.cap, self.placer = view.cluster, Capacity.of(view), placer
         self.running, self.key = running, key
-        self.servers = servers if servers is not None else lambda job: None
+        most: dict[str, int | None] = {}  # job id -> servers(job), asked once per round
+        given = servers if servers is not None else lambda job: None
+
+        def servers_of(job) -> int | None:
+            k = most.get(job.job_id, most)
+            if k is most:
+                k = most[job.job_id] = given(job)
+            return k
+
+        self.servers = servers_of
         self.victims: list[JobView] = []
         self.d = Decision()
         # (GPUs held by and count of the running jobs not preempted, from k on)
@@ -680,10 +689,10 @@ class Admission:
         self.failed = _Failed()
         self.first = self.failed
         # every free value a whole number (placers.integral): a walk's trials count workers
-        # (placers.worker_nodes) instead of placing and taking them back; kept while every
-        # charge and release is whole too
-        self._exact = WorkerOrder.usable(self.cluster, placer) and integral(
-            self.cap.cpu, self.cap.mem, self.cap.bw)
+        # (placers.WorkerOrder) instead of placing and taking them back; kept while every
+        # charge and release is whole too (None: not checked yet; checked at the first trial,
+        # when the charges since have all been whole, so the capacity is whole if it was)
+        self._exact: bool | None = None
         self._order: WorkerOrder | None = None  # made at the first such trial, then kept
 
     def state(self) -> tuple:
@@ -730,7 +739,7 @@ class Admission:
         return self.failed.walks.get(workers, -1) >= self._lower(key)[1]
 
     def _release(self, job: JobView, sign: int) -> None:
-        if self._exact and not _whole_tasks(job):
+        if self._exact is not False and not _whole_tasks(job):
             self._exact = False
         if self._order is not None:
             self._order.touch(t.node for t in job.tasks)
@@ -764,8 +773,8 @@ class Admission:
         released: what is known of its workers in this state is used and added to, and
         `blame[0]` set False when a failure is not its workers' alone."""
         w = job.num_workers
-        if self._exact and not (_whole(job.worker_demand)
-                                and (not job.num_ps or _whole(job.ps_demand))):
+        if self._exact is not False and not (_whole(job.worker_demand)
+                                             and (not job.num_ps or _whole(job.ps_demand))):
             self._exact = False  # this job's charges (placements are charged) may not be whole
         if m is not None and w * job.worker_demand.gpu > self.free_gpus():
             return None  # fewer GPUs than its workers: `_room` below would refuse it as well
@@ -775,7 +784,11 @@ class Admission:
         # workers, counted without charging (`got` taken only if the job takes it); counting
         # costs less than `_room`'s bound, so the bound is not checked first (what the count
         # finds of the workers is as true as what `_room` would have spared)
-        dry = m is not None and self._exact and not job.num_ps and job.worker_demand.gpu >= 1
+        dry = m is not None and not job.num_ps and job.worker_demand.gpu >= 1
+        if dry and self._exact is None:
+            self._exact = WorkerOrder.usable(self.cluster, self.placer) and integral(
+                self.cap.cpu, self.cap.mem, self.cap.bw)
+        dry = dry and self._exact
         if seen is not None:
             known = None
             if len(seen[0]) >= w:
@@ -789,7 +802,9 @@ class Admission:
         if dry:
             if self._order is None:
                 self._order = WorkerOrder(self.cluster, self.cap, self.placer)
-            nodes = self._order.nodes(job.worker_demand, w)
+            nodes = self._order.nodes(job.worker_demand, w, self.servers(job))
+            if nodes is WorkerOrder.SPREAD:  # not on few enough nodes: refused, as by `_room`
+                return None
             got = None if nodes is None else ([], nodes)
         else:
             got = place_job(

@@ -246,14 +246,19 @@ class WorkerOrder:
                 bisect.insort(keys, k)
         self.dirty.clear()
 
-    def nodes(self, d: Demand, w: int) -> list[int] | None:
-        """The w workers' nodes, or None where they do not all fit (d.gpu must be 1)."""
+    SPREAD = "spread"  # nodes(): the first `most` nodes do not hold the workers
+
+    def nodes(self, d: Demand, w: int, most: int | None = None) -> list[int] | str | None:
+        """The w workers' nodes, or None where they do not all fit (d.gpu must be 1); with
+        `most`, SPREAD as soon as the first `most` nodes they go to cannot hold them all (they
+        are then placed on more nodes, or not at all: which is not worked out)."""
         if self.dirty:
             self._refresh()
         c = self.cap
         need = ((c.cpu, d.cpu), (c.mem, d.mem_gb), (c.bw, d.bw_MBps * 1e6))
         out: list[int] = []
         left = w
+        used = 0
         for _, n in self.keys:
             count = int(c.gpu[n]) // d.gpu
             for f, v in need:
@@ -268,6 +273,9 @@ class WorkerOrder:
                 left -= k
                 if not left:
                     return out
+                used += 1
+                if used == most:
+                    return self.SPREAD
         return None
 
 
