@@ -93,6 +93,20 @@ jobs a walk may preempt are found by bisection on the round's keys, a demotion i
 with the job's own queue threshold, and a walk state with fewer free GPUs than the job's workers
 is refused by count (where `_room` refused it after a pass over the nodes). Decisions unchanged
 (tests/test_baseline_tiresias.py pins main's logs; README, Benchmarks).
+Issue 14, branch tires6: a walk's trial no longer places the job and takes it back. Where every
+free value and every charge is a whole number (Philly: cores, GB, GPUs, bandwidth 0), the nodes
+`place_job` would give a job without PS are counted (placers.WorkerOrder: pack's order of the
+nodes with a free GPU kept sorted as the walk releases jobs; tested equal to place_job), and
+the count stops once the first nodes the job may use (its most servers) are filled: such a
+trial is refused as `_room` refuses (no memo written, so a later job of the same workers counts
+again; what is remembered stays true). Per decision, the running jobs' service is one dict,
+threshold crossings one array comparison, the 2D-LAS order of the running jobs is kept sorted
+from one decision to the next (only the jobs that started, stopped or entered a queue move),
+and Admission's state and suffix sums make no Python call per running job. The running jobs'
+views are still built once, at the first decision point that sees each running
+(tests/test_overload.py). Decisions unchanged (benchmarks/decision_log.py logs byte-equal to
+main's: LAS and 2D-Gittins on `default` seeds 0-2, the Philly 1-VC week, the all-VC day, and
+LAS on all VCs 2017-10-01..04).
 """
 
 from __future__ import annotations
