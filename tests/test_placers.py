@@ -93,8 +93,9 @@ def test_worker_order_counts_what_place_job_places(placer):
         cap = whole_capacity(cluster, rng)
         order = placers.WorkerOrder(cluster, cap, placer)
         for _ in range(10):
-            worker = Demand(cpu=float(rng.choice([0.0, 1.0, 2.0])), mem_gb=float(rng.choice([0.0, 4.0])),
-                            gpu=1, bw_MBps=float(rng.choice([0.0, 10.0])))
+            worker = Demand(cpu=float(rng.choice([0.0, 1.0, 2.0])),
+                            mem_gb=float(rng.choice([0.0, 4.0])), gpu=1,
+                            bw_MBps=float(rng.choice([0.0, 10.0])))
             w = int(rng.integers(1, 12))
             before = [a.copy() for a in (cap.cpu, cap.mem, cap.bw, cap.gpu)]
             got = place_job(cluster, copy.deepcopy(cap), placer, worker, worker, 0, w)
