@@ -93,19 +93,37 @@ jobs a walk may preempt are found by bisection on the round's keys, a demotion i
 with the job's own queue threshold, and a walk state with fewer free GPUs than the job's workers
 is refused by count (where `_room` refused it after a pass over the nodes). Decisions unchanged
 (tests/test_baseline_tiresias.py pins main's logs; README, Benchmarks).
+Issue 14, branch tires6: a walk's trial no longer places the job and takes it back. Where every
+free value and every charge is a whole number (Philly: cores, GB, GPUs, bandwidth 0), the nodes
+`place_job` would give a job without PS are counted (placers.WorkerOrder: pack's order of the
+nodes with a free GPU kept sorted as the walk releases jobs; tested equal to place_job), and
+the count stops once the first nodes the job may use (its most servers) are filled: such a
+trial is refused as `_room` refuses (no memo written, so a later job of the same workers counts
+again; what is remembered stays true). Per decision, the running jobs' service is one dict,
+threshold crossings one array comparison, the 2D-LAS order of the running jobs is kept sorted
+from one decision to the next (only the jobs that started, stopped or entered a queue move),
+and Admission's state and suffix sums make no Python call per running job. The running jobs'
+views are still built once, at the first decision point that sees each running
+(tests/test_overload.py). Decisions unchanged (benchmarks/decision_log.py logs byte-equal to
+main's: LAS and 2D-Gittins on `default` seeds 0-2, the Philly 1-VC week, the all-VC day, and
+LAS on all VCs 2017-10-01..04).
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+from itertools import accumulate, repeat
+from operator import attrgetter
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import numpy as np
 
 from dlclusterenv.api import ClusterView, Decision, JobView, Scheduler
-from dlclusterenv.placers import Capacity, add_placement, get_placer, place_job
+from dlclusterenv.placers import (
+    Capacity, WorkerOrder, add_placement, get_placer, integral, place_job,
+)
 
 
 @dataclass
@@ -158,21 +176,30 @@ class _Running:
     decision does not rebuild the view of every running job (issue 14). Kept, and its service
     updated, from one decision point to the next while the job runs; what Tiresias reads of it
     every decision is worked out once (`gpus` its workers', `nodes` and `held` as Admission
-    reads them)."""
+    reads them). Its service is read from `att[0]`, the scheduler's id -> service of the running
+    jobs at this decision point (one dict made per decision, not a write per running job;
+    without it, the view's)."""
 
-    __slots__ = ("view", "job_id", "arrival_s", "attained_gpu_s", "tasks", "num_workers",
-                 "worker_demand", "gpus", "nodes", "held", "sig")
+    __slots__ = ("view", "job_id", "arrival_s", "att", "tasks", "num_workers",
+                 "worker_demand", "gpus", "nodes", "held", "sig", "whole")
     status = "running"
     _FIXED = frozenset(("num_ps", "ps_demand", "param_bytes"))
 
-    def __init__(self, view: JobView):
+    def __init__(self, view: JobView, att: list[dict] | None = None):
         self.view, self.job_id, self.arrival_s = view, view.job_id, view.arrival_s
-        self.attained_gpu_s, self.tasks = view.attained_gpu_s, view.tasks
+        self.att = [{view.job_id: view.attained_gpu_s}] if att is None else att
+        self.tasks = view.tasks
         self.num_workers, self.worker_demand = view.num_workers, view.worker_demand
         self.gpus = view.num_workers * view.worker_demand.gpu
-        self.nodes = tuple(t.node for t in view.tasks)
-        self.held = sum(t.demand.gpu for t in view.tasks if t.node >= 0)
+        self.nodes = tuple(t.node for t in self.tasks)
+        self.held = sum(t.demand.gpu for t in self.tasks if t.node >= 0)
         self.sig = (self.job_id, self.nodes)  # its part of Admission.state
+        # releasing it keeps a whole-number capacity whole
+        self.whole = all(_whole(t.demand) for t in self.tasks if t.node >= 0)
+
+    @property
+    def attained_gpu_s(self) -> float:
+        return self.att[0][self.job_id]
 
     def __getattr__(self, name: str):
         if name not in _Running._FIXED:  # anything else may have moved since the view was taken
@@ -185,10 +212,31 @@ def _sig(job) -> tuple:
     return job.sig if isinstance(job, _Running) else (job.job_id, tuple(t.node for t in job.tasks))
 
 
+_SIG, _HELD = attrgetter("sig"), attrgetter("held")  # the same, of a _Running
+
+
 def _held(job) -> int:
     """GPUs held by a running job's placed tasks (Admission._lower)."""
     return job.held if isinstance(job, _Running) else sum(
         t.demand.gpu for t in job.tasks if t.node >= 0)
+
+
+_WHOLE: dict[tuple, bool] = {}
+
+
+def _whole(d) -> bool:
+    """Whether a demand's charges are whole numbers (placers.integral), remembered per value."""
+    k = (d.cpu, d.mem_gb, d.bw_MBps, d.gpu)
+    w = _WHOLE.get(k)
+    if w is None:
+        w = _WHOLE[k] = integral(d.cpu, d.mem_gb, d.bw_MBps * 1e6, d.gpu)
+    return w
+
+
+def _whole_tasks(job) -> bool:
+    """Whether every placed task of a running job charges whole numbers."""
+    return job.whole if isinstance(job, _Running) else all(
+        _whole(t.demand) for t in job.tasks if t.node >= 0)
 
 
 def _arrival(job: JobView) -> tuple[float, str]:
@@ -263,6 +311,20 @@ class Tiresias(Scheduler):
         self._failed: tuple = (None, None)
         self._runs: dict[str, _Running] = {}  # the running jobs at the last decision point
         self._prev: dict[str, _Running] = {}  # those at the one before
+        self._att: list[dict] = [{}]  # [id -> service of the running jobs now] (_Running.att)
+        self._prev_att: dict[str, float] = {}  # the same at the last decision point
+        # the running jobs' queue limits (gpu_s0 and the threshold of their queue; inf in the
+        # last), id -> value, and as arrays in the order of `_ids` (None: made again when read)
+        self._g0: dict[str, float] = {}
+        self._thr: dict[str, float] = {}
+        self._ids: list[str] = []
+        self._lims = None
+        # 2D-LAS: the running jobs in priority order, their keys in the same order
+        self._order: list[_Running] = []
+        self._okeys: list[tuple] = []
+        self._placed: dict[str, tuple] = {}  # id -> key of the jobs in `_order`
+        self._rekeyed: set[str] = set()  # jobs that entered a queue since `_order` was made
+        self._att_now: list[float] = []  # the running jobs' service, in the order of `_ids`
         self._per: tuple = (None, 0)  # (cluster, its most GPUs on one server)
 
     def queue_of(self, job_id: str) -> int:
@@ -303,18 +365,38 @@ class Tiresias(Scheduler):
             g = self._gcache[k] = -gittins_index(self._garr, a, top - a)
         return g
 
-    def _running(self, view: ClusterView) -> list[_Running]:
-        """The running jobs (arrival order), views built only for those not running before."""
-        self._prev, self._runs = self._runs, {}
-        prev, runs = self._prev, self._runs
-        for k, (jid, a) in enumerate(zip(view.running.job_ids(), view.running.attained_gpu_s())):
-            r = prev.get(jid)
-            if r is None:
-                r = _Running(view.running[k])
-            else:
-                r.attained_gpu_s = a
-            runs[jid] = r
-        return list(runs.values())
+    def _running(self, view: ClusterView) -> dict[str, _Running]:
+        """The running jobs (id -> _Running, arrival order), views built only for those not
+        running before; the same dict as at the last decision point when the same jobs run.
+        Their service is one dict, made here (`_att`)."""
+        ids, att = view.running.job_ids(), view.running.attained_gpu_s()
+        self._prev, self._prev_att = self._runs, self._att[0]
+        self._att[0] = dict(zip(ids, att))
+        self._att_now = att
+        if ids != self._ids:
+            prev = self._prev
+            runs = dict(zip(ids, map(prev.get, ids)))
+            for jid in runs.keys() - prev.keys():
+                runs[jid] = _Running(view.running[ids.index(jid)], self._att)
+            self._runs, self._ids, self._lims = runs, ids, None
+        return self._runs
+
+    def _las_order(self, running: dict[str, _Running]) -> tuple[list[_Running], list[tuple]]:
+        """The running jobs in 2D-LAS order and their keys (`_Queued.rkey`, fixed from a job's
+        queue entry), kept sorted from one decision point to the next: only the jobs that
+        started, stopped or entered a queue since move (the order a sort of all would give:
+        the keys are distinct)."""
+        order, okeys, placed, state = self._order, self._okeys, self._placed, self.state
+        for jid in placed.keys() - running.keys() | self._rekeyed & placed.keys():
+            k = bisect.bisect_left(okeys, placed.pop(jid))
+            del okeys[k], order[k]
+        for jid in running.keys() - placed.keys():
+            key = placed[jid] = state[jid].rkey
+            k = bisect.bisect_left(okeys, key)
+            okeys.insert(k, key)
+            order.insert(k, running[jid])
+        self._rekeyed = set()
+        return order, okeys
 
     def decide(self, view: ClusterView) -> Decision:
         running = self._running(view)
@@ -330,14 +412,14 @@ class Tiresias(Scheduler):
             return k
 
         if self._keyed is None:  # LAS order: a running job's key is fixed by its queue entry
-            state = self.state
-            rkeys = [state[r.job_id].rkey for r in running]
+            ordered, okeys = self._las_order(running)
         else:
+            running = list(running.values())
             rkeys = [key(r) for r in running]
-        order = sorted(range(len(running)), key=rkeys.__getitem__)
+            order = sorted(range(len(running)), key=rkeys.__getitem__)
+            ordered, okeys = [running[i] for i in order], [rkeys[i] for i in order]
         admission = Admission(
-            view, [running[i] for i in order], key, self.placer,
-            lambda j: self.servers(view, j), [rkeys[i] for i in order],
+            view, ordered, key, self.placer, lambda j: self.servers(view, j), okeys,
         )
         state = admission.state()
         if state == self._failed[0]:  # nothing a walk sees changed since the last decision
@@ -353,7 +435,7 @@ class Tiresias(Scheduler):
         of (it was running at this one, kept in `_runs`, or started by this decision)."""
         self._last_t = view.time
         self._stopped = set(d.preempt)
-        self._started = {jid: view.job(jid) for jid in self._watch if jid not in self._runs}
+        self._started = {jid: view.job(jid) for jid in self._watch.keys() - self._runs.keys()}
 
     def _size(self, jid: str, now: float) -> tuple[tuple[float, str], float]:
         """(arrival key, GPU-seconds of service) of a watched job that finished: the service
@@ -361,7 +443,7 @@ class Tiresias(Scheduler):
         r = self._prev.get(jid)
         if r is not None:
             gpus = 0 if jid in self._stopped else r.gpus
-            return _arrival(r), r.attained_gpu_s + gpus * (now - self._last_t)
+            return _arrival(r), self._prev_att[jid] + gpus * (now - self._last_t)
         v = self._started[jid]
         return _arrival(v), v.attained_gpu_s + v.num_workers * v.worker_demand.gpu * (
             now - self._last_t)
@@ -404,11 +486,19 @@ class Tiresias(Scheduler):
                         buckets[kind].skip(pos[kind], ngi0, best_key)
                 refused = []
 
-    def _enter(self, st: _Queued, queue: int) -> None:
+    def _enter(self, st: _Queued, queue: int, job_id: str | None = None) -> None:
+        """The job enters `queue` now; with its id, its limits and LAS key are noted for the
+        running jobs' kept arrays and order (`_lims`, `_las_order`)."""
         st.queue = queue
         st.seq = self._seq
         st.rkey = (queue, 0.0, False, st.seq)
         self._seq += 1
+        if job_id is None:
+            return
+        self._g0[job_id] = st.gpu_s0
+        self._thr[job_id] = self.thresholds[queue] if queue < len(self.thresholds) else math.inf
+        self._lims = None
+        self._rekeyed.add(job_id)
 
     def _wait(self, job_id: str, waiting: bool, job: JobView | None = None) -> None:
         """Put a waiting job in its bucket (`job`: its view now), or take it out."""
@@ -449,15 +539,15 @@ class Tiresias(Scheduler):
                     b.ran[k] = (st.ngi, seq, jid)
                 b.ran.sort()
 
-    def _update_queues(self, view: ClusterView, running: list[_Running]) -> None:
+    def _update_queues(self, view: ClusterView, running: dict[str, _Running]) -> None:
         """What changed since the last decision point: jobs that finished (their sizes learned),
         started or stopped, arrived, were demoted (only a job that ran since can cross a
         threshold) or promoted."""
         now = view.time
-        running = {j.job_id: j for j in running}
         stopped = []
         done = []
-        for jid in [jid for jid in self._watch if jid not in running]:
+        gone = self._watch.keys() - running.keys()
+        for jid in [jid for jid in self._watch if jid in gone] if gone else ():
             st = self.state[jid]
             try:
                 job = view.job(jid)
@@ -465,7 +555,7 @@ class Tiresias(Scheduler):
                 done.append(self._size(jid, now))
                 if st.waiting:
                     self._wait(jid, False)
-                del self.state[jid]
+                del self.state[jid], self._g0[jid], self._thr[jid]
                 self._ran.pop(jid, None)
                 continue
             if not st.waiting:
@@ -504,8 +594,16 @@ class Tiresias(Scheduler):
             return job.job_id in promoted or (
                 st.queue < top and job.attained_gpu_s - st.gpu_s0 >= thresholds[st.queue])
 
-        changed = sorted([j for j in running.values()
-                          if (st := state.get(j.job_id)) is not None and moves(j, st)]
+        if self._lims is None:  # the running jobs' limits in the order of their service
+            ids, n = self._ids, len(self._ids)
+            self._lims = (np.fromiter(map(self._g0.get, ids, repeat(0.0)), float, n),
+                          np.fromiter(map(self._thr.get, ids, repeat(math.inf)), float, n))
+        g0, thr = self._lims
+        # a running job's threshold crossed, for all of them at once: the same float operations
+        # as `moves` (a job without a state has limit inf; none of them is promoted)
+        crossed = np.flatnonzero(np.array(self._att_now) - g0 >= thr).tolist()
+        changed = sorted([running[jid] for k in crossed if (jid := self._ids[k]) not in promoted]
+                         + [running[jid] for jid in promoted if jid in running]
                          + [j for j in stopped if moves(j, state[j.job_id])]
                          + [view.job(jid) for jid in promoted if jid not in running], key=_arrival)
         for job in changed:
@@ -515,24 +613,22 @@ class Tiresias(Scheduler):
                 if bucketed:
                     self._wait(job.job_id, False)
                 st.gpu_s0, st.run_s0, st.waited_s = job.attained_gpu_s, job.run_s, 0.0
-                self._enter(st, 0)
+                self._enter(st, 0, job.job_id)
                 if bucketed:
                     self._wait(job.job_id, True, job)
                 continue
             # 2D-LAS: GPUs x time attained since the job last entered Q0, against the thresholds
             queue = sum(job.attained_gpu_s - st.gpu_s0 >= t for t in self.thresholds)
             if queue > st.queue:  # demoted
-                self._enter(st, queue)
+                self._enter(st, queue, job.job_id)
         for job in stopped:
             self._wait(job.job_id, True, job)
         for job in self._arrivals(view):  # a new job enters Q0
             kind = (_gpus(job), _workers(job, self.servers(view, job)))
             st = _Queued(0, 0, job.attained_gpu_s, job.run_s, 0.0, now, kind)
             self.state[job.job_id] = st
-            self._enter(st, 0)
-            if job.status == "running":
-                running[job.job_id] = job
-            else:
+            self._enter(st, 0, job.job_id)
+            if job.status != "running":  # (a running one is in `running` already)
                 self._wait(job.job_id, True, job)
                 if job.run_s > 0:
                     self._ran[job.job_id] = None
@@ -587,22 +683,39 @@ class Admission:
     ):
         self.cluster, self.cap, self.placer = view.cluster, Capacity.of(view), placer
         self.running, self.key = running, key
-        self.servers = servers if servers is not None else lambda job: None
+        most: dict[str, int | None] = {}  # job id -> servers(job), asked once per round
+        given = servers if servers is not None else lambda job: None
+
+        def servers_of(job) -> int | None:
+            k = most.get(job.job_id, most)
+            if k is most:
+                k = most[job.job_id] = given(job)
+            return k
+
+        self.servers = servers_of
         self.victims: list[JobView] = []
         self.d = Decision()
         # (GPUs held by and count of the running jobs not preempted, from k on)
         self._suffix = None
+        self._views = bool(set(map(type, running)) - {_Running})  # views, not kept records
         self._keys = keys  # the running jobs' keys (ascending: they are in order), or None
         self._gone: set[str] = set()  # the victims' ids
         self.failed = _Failed()
         self.first = self.failed
+        # every free value a whole number (placers.integral): a walk's trials count workers
+        # (placers.WorkerOrder) instead of placing and taking them back; kept while every
+        # charge and release is whole too (None: not checked yet; checked at the first trial,
+        # when the charges since have all been whole, so the capacity is whole if it was)
+        self._exact: bool | None = None
+        self._order: WorkerOrder | None = None  # made at the first such trial, then kept
 
     def state(self) -> tuple:
         """What a walk depends on: free resources and the running jobs, in order, on their
         nodes."""
         c = self.cap
         return (c.cpu.tobytes(), c.mem.tobytes(), c.bw.tobytes(), c.gpu.tobytes(),
-                tuple(map(_sig, self.running)))
+                tuple(map(_sig, self.running)) if self._views else
+                tuple(map(_SIG, self.running)))
 
     def free_gpus(self) -> int:
         return int(self.cap.gpu.sum())
@@ -610,16 +723,15 @@ class Admission:
     def _lower(self, key) -> tuple[int, int]:
         """(GPUs held, count) of the running jobs not preempted yet whose priority is below
         `key`."""
-        if self._suffix is None:
-            gone = self._gone
-            held = [
-                0 if r.job_id in gone else _held(r) for r in self.running
-            ]
-            gpus, count = [0] * (len(held) + 1), [0] * (len(held) + 1)
-            for i in range(len(held) - 1, -1, -1):
-                gpus[i] = gpus[i + 1] + held[i]
-                count[i] = count[i + 1] + (self.running[i].job_id not in gone)
-            self._suffix = (gpus, count)
+        if self._suffix is None:  # suffix sums, from the end (itertools.accumulate)
+            gone, running = self._gone, self.running
+            held = list(map(_held, running) if self._views else map(_HELD, running))
+            alive = [1] * len(held)
+            for i, r in enumerate(running) if gone else ():
+                if r.job_id in gone:
+                    held[i] = alive[i] = 0
+            self._suffix = (list(accumulate(reversed(held), initial=0))[::-1],
+                            list(accumulate(reversed(alive), initial=0))[::-1])
         gpus, count = self._suffix
         i = self._below(key)
         return gpus[i], count[i]
@@ -641,6 +753,10 @@ class Admission:
         return self.failed.walks.get(workers, -1) >= self._lower(key)[1]
 
     def _release(self, job: JobView, sign: int) -> None:
+        if self._exact is not False and not _whole_tasks(job):
+            self._exact = False
+        if self._order is not None:
+            self._order.touch(t.node for t in job.tasks)
         for t in job.tasks:
             if t.node >= 0:
                 self.cap.take(t.node, t.demand, -sign)
@@ -671,32 +787,58 @@ class Admission:
         released: what is known of its workers in this state is used and added to, and
         `blame[0]` set False when a failure is not its workers' alone."""
         w = job.num_workers
+        if self._exact is not False and not (_whole(job.worker_demand)
+                                             and (not job.num_ps or _whole(job.ps_demand))):
+            self._exact = False  # this job's charges (placements are charged) may not be whole
         if m is not None and w * job.worker_demand.gpu > self.free_gpus():
             return None  # fewer GPUs than its workers: `_room` below would refuse it as well
         seen = None if m is None else self.failed.workers.setdefault(
             (m, job.worker_demand), [[], math.inf])
+        # a walk's trial of a job without PS, every value whole: where place_job would put its
+        # workers, counted without charging (`got` taken only if the job takes it); counting
+        # costs less than `_room`'s bound, so the bound is not checked first (what the count
+        # finds of the workers is as true as what `_room` would have spared)
+        dry = m is not None and not job.num_ps and job.worker_demand.gpu >= 1
+        if dry and self._exact is None:
+            self._exact = WorkerOrder.usable(self.cluster, self.placer) and integral(
+                self.cap.cpu, self.cap.mem, self.cap.bw)
+        dry = dry and self._exact
         if seen is not None:
             known = None
             if len(seen[0]) >= w:
                 known = self._accepts(job, seen[0][:w])
             elif w >= seen[1] or not self._accepts(job, seen[0]):
                 known = False  # its first workers already do not fit, or not on few enough nodes
-            if known is None and not self._room(job):
+            if known is None and not dry and not self._room(job):
                 known = False  # no placer could put its workers on few enough nodes
             if known is False:
                 return None
-        got = place_job(
-            self.cluster, self.cap, self.placer, job.ps_demand, job.worker_demand, job.num_ps, w,
-        )
+        if dry:
+            if self._order is None:
+                self._order = WorkerOrder(self.cluster, self.cap, self.placer)
+            nodes = self._order.nodes(job.worker_demand, w, self.servers(job))
+            if nodes is WorkerOrder.SPREAD:  # not on few enough nodes: refused, as by `_room`
+                return None
+            got = None if nodes is None else ([], nodes)
+        else:
+            got = place_job(
+                self.cluster, self.cap, self.placer, job.ps_demand, job.worker_demand,
+                job.num_ps, w,
+            )
         if got is not None:
             if seen is not None and len(got[1]) > len(seen[0]):
                 seen[0] = got[1]
             if self._accepts(job, got[1]):
+                if dry:  # the charges place_job makes, in its order (whole: exact anyway)
+                    for n in got[1]:
+                        self.cap.take(n, job.worker_demand)
+                self._touch(got)
                 return got
-            self._unfit(job, got)  # a placement the job does not take (Tiresias: not consolidated)
+            if not dry:
+                self._unfit(job, got)  # a placement the job does not take (not consolidated)
         elif seen is not None and known is None and blame[0]:  # its workers alone: acceptable?
-            alone = place_job(self.cluster, self.cap, self.placer, job.ps_demand,
-                              job.worker_demand, 0, w)
+            alone = None if dry else place_job(  # (dry: the same call as above, no PS)
+                self.cluster, self.cap, self.placer, job.ps_demand, job.worker_demand, 0, w)
             if alone is None:
                 seen[1] = min(seen[1], w)
             else:
@@ -707,7 +849,14 @@ class Admission:
             blame[0] = False
         return None
 
+    def _touch(self, got) -> None:
+        """Nodes whose capacity a placement `got` changed, for the kept WorkerOrder."""
+        if self._order is not None:
+            self._order.touch(got[0])
+            self._order.touch(got[1])
+
     def _unfit(self, job: JobView, got) -> None:
+        self._touch(got)
         for n in got[0]:
             self.cap.take(n, job.ps_demand, -1)
         for n in got[1]:

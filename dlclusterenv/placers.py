@@ -6,6 +6,7 @@ placer works on a `Capacity` copy, so trying a placement never touches the simul
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
@@ -174,6 +175,108 @@ def _fill_workers(cluster: Cluster, cap: Capacity, placer, d: Demand, w: int,
         if len(nodes) == w:
             return True
     return False
+
+
+_MAX_EXACT = 2.0**52  # integral doubles below this add and subtract exactly in any order
+
+
+def integral(*values) -> bool:
+    """Whether every value (arrays or scalars) is a whole number of magnitude below 2^52: then
+    charging and releasing them is exact in any order, and `worker_nodes` can count."""
+    for v in values:
+        v = np.asarray(v, dtype=float)
+        if not (np.all(np.abs(v) < _MAX_EXACT) and np.array_equal(v, np.floor(v))):
+            return False
+    return True
+
+
+class WorkerOrder:
+    """The nodes in the order `pack` (score: load) or `consolidate` (free GPUs) fills them with
+    GPU workers, kept sorted as `cap` changes, so that where a job without PS would go is
+    counted, not placed (Tiresias' walk trials, issue 14): `nodes(d, w)` is the worker list of
+    `place_job(cluster, cap, placer, ps, d, 0, w)`, without charging. Exact only while every free
+    value of `cap` and every charge is a whole number (`integral`: Philly's nodes and tasks are;
+    the caller keeps to that): then a worker fits exactly where each free value is at least its
+    demand (the fit tolerances cannot reach the next whole number), a node holds min(free //
+    demand) workers, and the per-task loop fills the nodes in the stable order of the score
+    (`_fill_workers`), here a sorted list of (-score, node) over the nodes with a free GPU, the
+    only ones a GPU worker fits. The caller names the nodes whose capacity it changed (`touch`).
+    Not for a cluster with a node without cores or memory (NaN load: see `usable`)."""
+
+    def __init__(self, cluster: Cluster, cap: Capacity, placer) -> None:
+        self.cap, self.pack = cap, placer is pack
+        self.cpus, self.mem = cluster.cpus.tolist(), cluster.memory.tolist()
+        self.gpus = cluster.gpus.tolist() if cluster.n_gpus else None
+        ok = np.flatnonzero(cap.gpu >= 1)
+        score = (cap.load(cluster) if self.pack else cap.gpu)[ok]
+        order = np.argsort(-score, kind="stable")
+        self.keys = list(zip((-score[order]).tolist(), ok[order].tolist()))
+        self.key = {k[1]: k for k in self.keys}  # node -> its entry in keys
+        self.dirty: set[int] = set()
+
+    @staticmethod
+    def usable(cluster: Cluster, placer) -> bool:
+        return (placer is pack or placer is consolidate) and bool(
+            np.all(cluster.cpus > 0) and np.all(cluster.memory > 0))
+
+    def touch(self, nodes) -> None:
+        self.dirty.update(nodes)
+
+    def _score(self, n: int) -> float:
+        """Capacity.load's value (the same float operations) or the free GPUs of node n."""
+        c = self.cap
+        if not self.pack:
+            return int(c.gpu[n])
+        used = max(1 - float(c.cpu[n]) / self.cpus[n], 1 - float(c.mem[n]) / self.mem[n])
+        if self.gpus is not None:
+            g = self.gpus[n]
+            used = max(used, 1 - int(c.gpu[n]) / max(g, 1) if g > 0 else 0.0)
+        return used
+
+    def _refresh(self) -> None:
+        keys, key = self.keys, self.key
+        for n in self.dirty:
+            if n < 0:
+                continue
+            old = key.pop(n, None)
+            if old is not None:
+                del keys[bisect.bisect_left(keys, old)]
+            if self.cap.gpu[n] >= 1:
+                key[n] = k = (-self._score(n), n)
+                bisect.insort(keys, k)
+        self.dirty.clear()
+
+    SPREAD = "spread"  # nodes(): the first `most` nodes do not hold the workers
+
+    def nodes(self, d: Demand, w: int, most: int | None = None) -> list[int] | str | None:
+        """The w workers' nodes, or None where they do not all fit (d.gpu must be 1); with
+        `most`, SPREAD as soon as the first `most` nodes they go to cannot hold them all (they
+        are then placed on more nodes, or not at all: which is not worked out)."""
+        if self.dirty:
+            self._refresh()
+        c = self.cap
+        need = ((c.cpu, d.cpu), (c.mem, d.mem_gb), (c.bw, d.bw_MBps * 1e6))
+        out: list[int] = []
+        left = w
+        used = 0
+        for _, n in self.keys:
+            count = int(c.gpu[n]) // d.gpu
+            for f, v in need:
+                x = float(f[n])
+                if v > 0:
+                    count = min(count, int(x // v))
+                elif x < 0:
+                    count = 0
+            if count >= 1:
+                k = min(count, left)
+                out += [n] * k
+                left -= k
+                if not left:
+                    return out
+                used += 1
+                if used == most:
+                    return self.SPREAD
+        return None
 
 
 def place_job(

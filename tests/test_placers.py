@@ -68,3 +68,57 @@ def test_load_is_the_maximum_of_the_stacked_rows():
         load = cap.load(cluster)
     assert np.isnan(load[0])
     assert load.tobytes() == np.max(used, axis=0).tobytes()
+
+
+def whole_capacity(cluster, rng) -> Capacity:
+    """Free resources in whole cores, GB, bytes/s and GPUs, some of them negative (a node
+    oversubscribed), as on the Philly preset."""
+    n = cluster.n_nodes
+    return Capacity(np.floor(cluster.cpus * rng.uniform(-0.1, 1, n)),
+                    np.floor(cluster.memory * rng.uniform(-0.1, 1, n)),
+                    np.floor(cluster.nic * 1e6 * rng.uniform(0, 1, n)), rng.integers(0, 5, n))
+
+
+@pytest.mark.parametrize("placer", [pack, consolidate])
+def test_worker_order_counts_what_place_job_places(placer):
+    """WorkerOrder.nodes (issue 14, branch tires6: Tiresias' walk trials) gives the worker nodes
+    of place_job for a job without PS, without charging, on whole-number capacities, also after
+    charges and releases it was told of (`touch`); with `most`, SPREAD exactly when place_job's
+    workers do not all go to the first `most` nodes."""
+    cluster = make_cluster(racks=2, nodes_per_rack=8, cpus=16, memory_gb=64, gpus=4,
+                           gpu_memory_gb=16)
+    rng = np.random.default_rng(0)
+    outcomes = set()
+    for _ in range(60):
+        cap = whole_capacity(cluster, rng)
+        order = placers.WorkerOrder(cluster, cap, placer)
+        for _ in range(10):
+            worker = Demand(cpu=float(rng.choice([0.0, 1.0, 2.0])),
+                            mem_gb=float(rng.choice([0.0, 4.0])), gpu=1,
+                            bw_MBps=float(rng.choice([0.0, 10.0])))
+            w = int(rng.integers(1, 12))
+            before = [a.copy() for a in (cap.cpu, cap.mem, cap.bw, cap.gpu)]
+            got = place_job(cluster, copy.deepcopy(cap), placer, worker, worker, 0, w)
+            want = None if got is None else got[1]
+            assert order.nodes(worker, w) == want
+            for most in (1, 2):
+                spread = want is not None and len(set(want)) > most
+                counted = order.nodes(worker, w, most)
+                assert counted == (placers.WorkerOrder.SPREAD if spread or (
+                    want is None and counted == placers.WorkerOrder.SPREAD) else want)
+            assert all((a == b).all() for a, b in zip(before, (cap.cpu, cap.mem, cap.bw, cap.gpu)))
+            outcomes.add(want is None)
+            # some charge or release on a few nodes, then told
+            nodes = rng.choice(cluster.n_nodes, size=3, replace=False).tolist()
+            sign = int(rng.choice([-1, 1]))
+            for n in nodes:
+                cap.take(n, Demand(cpu=2.0, mem_gb=8.0, gpu=1), sign)
+            order.touch(nodes)
+    assert outcomes == {True, False}
+
+
+def test_integral():
+    assert placers.integral(np.array([0.0, -3.0, 48.0]), 2.0, 1.25e10)
+    assert not placers.integral(np.array([0.0, 0.5]))
+    assert not placers.integral(2.0**53)
+    assert not placers.integral(np.array([np.nan]))
