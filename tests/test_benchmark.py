@@ -725,7 +725,9 @@ def test_ctrl_c_in_the_commit_finishes_it_and_exits_130_with_one_line(tmp_path, 
     def interrupt():
         if not sent:
             sent.append(True)
-            os.kill(os.getpid(), signal.SIGINT)
+            # raise(3) delivers to this thread at once; kill(getpid()) may go to another thread
+            # (tqdm's monitor), which under load runs the C handler after the commit has returned
+            signal.raise_signal(signal.SIGINT)
 
     if where == "at the commit point":
         real_rename = pathlib.Path.rename
