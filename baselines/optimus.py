@@ -115,7 +115,7 @@ from bisect import bisect_left, insort
 from itertools import chain, islice
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -446,18 +446,48 @@ def layout_for(
     return (tuple(ps_nodes), tuple(w_nodes)), trial
 
 
-def _even_servers_py(free: list, ps: Demand, worker: Demand, p: int, w: int) -> int | None:
-    """_even_servers in scalars (free: the n candidates' [cpu, mem, bw, gpu]): the same sums and
-    comparisons, stopping at the first k that fits (usually k = 1)."""
-    rp, rw = resource_vec(ps).tolist(), resource_vec(worker).tolist()
-    room = [(v[0] + 1e-9, v[1] + 1e-9, v[2] + 1e-3, float(v[3]) + 0.0) for v in free]
-    # candidates j >= k hold nothing, but the array version also asks 0 <= their room
-    rest_ok = [True] * (len(room) + 1)
-    for j in range(len(room) - 1, -1, -1):
-        rest_ok[j] = rest_ok[j + 1] and min(room[j]) >= 0.0
-    for k in range(1, len(free) + 1):
-        if not rest_ok[k]:
+def _room(v) -> tuple[float, float, float, float]:
+    """A node's free [cpu, mem, bw, gpu] plus _even_servers' fit tolerances."""
+    return v[0] + 1e-9, v[1] + 1e-9, v[2] + 1e-3, float(v[3]) + 0.0
+
+
+def _short(v) -> bool:
+    """Some resource's room is negative (or NaN): _even_servers then rejects every k whose unused
+    candidates (j >= k, holding nothing) include this node."""
+    return not min(_room(v)) >= 0.0
+
+
+def _even_servers_py(
+    cands: Iterator[tuple[int, list]], n: int, rp: list, rw: list, p: int, w: int, rest_ok: bool
+) -> tuple[int | None, list[int]]:
+    """_even_servers in scalars over the first n candidates, read from `cands` ((node, free
+    [cpu, mem, bw, gpu]) in _node_order) only as far as needed: (the fewest k that fits, or None;
+    the nodes read, in order). rp, rw: resource_vec of a PS and of a worker.
+
+    The same sums and comparisons, stopping at the first k that fits (usually k = 1). The array
+    version also asks 0 <= room of the candidates j >= k, which hold nothing: with `rest_ok` the
+    caller knows no node is short (_short), so candidates past the k being tried are not read: a
+    job's trial reads about as many servers as it uses, not max(p, w) (issue 14)."""
+    nodes: list[int] = []
+    room: list[tuple] = []
+
+    def read(m: int) -> None:
+        for x, v in islice(cands, m - len(nodes)):
+            nodes.append(x)
+            room.append(_room(v))
+
+    if rest_ok:
+        rest = None
+    else:
+        read(n)
+        rest = [True] * (len(room) + 1)
+        for j in range(len(room) - 1, -1, -1):
+            rest[j] = rest[j + 1] and min(room[j]) >= 0.0
+    for k in range(1, n + 1):
+        if rest is not None and not rest[k]:
             continue
+        if len(room) < k:
+            read(k)
         qp, mp = divmod(p, k)
         qw, mw = divmod(w, k)
         for j in range(k):
@@ -469,8 +499,8 @@ def _even_servers_py(free: list, ps: Demand, worker: Demand, p: int, w: int) -> 
             ):
                 break
         else:
-            return k
-    return None
+            return k, nodes
+    return None, nodes
 
 
 class _Plain:
@@ -479,24 +509,26 @@ class _Plain:
     def __init__(self, cluster: Cluster, cap: Capacity):
         self.cluster, self.cap = cluster, cap
 
-    def layout(self, ps, worker, p, w, now, prefer):
+    def layout(self, job_id, ps, worker, p, w, now, prefer):
         return layout_for(self.cluster, self.cap, ps, worker, p, w, now, prefer)
 
-    def commit(self, left: Capacity) -> None:
-        c = self.cap
+    def commit(self, job_id: str, got: tuple[Layout, Capacity]) -> None:
+        c, left = self.cap, got[1]
         c.cpu[:], c.mem[:], c.bw[:], c.gpu[:] = left.cpu, left.mem, left.bw, left.gpu
 
 
 class _Trial:
     """A trial over _Free: the values of the nodes it changed (cpu, mem, bw, gpu), the rest read
-    through. Charges repeat _charge / Capacity.take's arithmetic in the same order per node, so
-    every value is bitwise what the plain version computes on its copy."""
+    through, and the layout's tasks per node (`counts`: PS, workers; set by _Free.layout). Charges
+    repeat _charge / Capacity.take's arithmetic in the same order per node, so every value is
+    bitwise what the plain version computes on its copy."""
 
-    __slots__ = ("base", "over")
+    __slots__ = ("base", "over", "counts")
 
     def __init__(self, base: "_Free"):
         self.base = base
         self.over: dict[int, list] = {}
+        self.counts: tuple[dict[int, int], dict[int, int]] = ({}, {})
 
     def vals(self, n: int) -> list:
         v = self.over.get(n)
@@ -510,10 +542,9 @@ class _Trial:
             v = self.over[n] = self.vals(n)
         return v
 
-    def charge(self, nodes, d: Demand, sign: int = 1) -> None:  # as _charge
-        count: dict[int, int] = {}
-        for n in nodes:
-            count[n] = count.get(n, 0) + 1
+    def charge(self, count: dict[int, int], d: Demand, sign: int = 1) -> None:
+        """_charge of `count[n]` tasks on each node n (a node's tasks at once, as _charge's
+        bincount)."""
         for n, cnt in count.items():
             k = cnt * sign
             v = self._mut(n)
@@ -536,11 +567,11 @@ class _Trial:
             and v[2] + 1e-3 >= d.bw_MBps * 1e6 and v[3] >= d.gpu
         )
 
-    def order(self, gpu_first: bool, prefer: tuple[int, ...]):
-        """_node_order under this trial, lazily: the preferred servers (most held first), then the
-        base's sorted order with the nodes this trial changed merged in at their new keys."""
+    def order(self, gpu_first: bool, held: Counter):
+        """_node_order under this trial, lazily: the preferred servers (`held`: tasks per server,
+        most first), then the base's sorted order with the nodes this trial changed merged in at
+        their new keys."""
         key = self.base.key
-        held = Counter(prefer)
         for n in sorted(held, key=lambda n: (-held[n], key(self.vals(n), n, gpu_first))):
             yield int(n)
         moved = sorted(
@@ -563,13 +594,24 @@ class _Free:
     """allocate()'s free capacity at scale: `cap` is changed in place, node by node, and the two
     orders of _node_order (GPUs first or not) are kept sorted as nodes change, instead of a copy
     of every array and a sort of every node per trial (seed 002's 4,000 jobs on 16,000 nodes:
-    benchmarks/optimus_scale.py). Same layouts as _Plain."""
+    benchmarks/optimus_scale.py). Same layouts as _Plain.
+
+    Incremental per job (issue 14): each job's committed layout is kept as tasks per node, so a
+    trial gives it back by touching its servers (not each of its tasks), and the Fig. 10 search
+    reads candidates only up to the k it tries while no node is short (`short`). A trial then costs
+    about the servers the job uses, not its tasks: the greedy's one-task increments no longer
+    re-place the whole job task by task."""
 
     def __init__(self, cluster: Cluster, cap: Capacity):
         self.cluster, self.cap = cluster, cap
         self._sorted: dict[bool, list] = {}
         # cap's values as Python numbers (the same doubles; cheaper to read one by one)
         self.free = list(zip(cap.cpu.tolist(), cap.mem.tolist(), cap.bw.tolist(), cap.gpu.tolist()))
+        self.short = {n for n, v in enumerate(self.free) if _short(v)}
+        # job -> (its committed layout, its PS and its workers per node)
+        self.jobs: dict[str, tuple[Layout, dict[int, int], dict[int, int]]] = {}
+        self._held: dict[str, tuple[tuple[int, ...], Counter]] = {}  # job -> (prefer, counted)
+        self._vec: dict[Demand, list] = {}
 
     @staticmethod
     def key(v, n: int, gpu_first: bool) -> tuple:
@@ -584,40 +626,76 @@ class _Free:
             )
         return s
 
-    def layout(self, ps, worker, p, w, now, prefer) -> tuple[Layout, _Trial] | None:
+    def _counts(self, job_id: str, now: Layout) -> tuple[dict[int, int], dict[int, int]]:
+        """Tasks per node of `now`: kept from its commit when it is the job's committed layout."""
+        rec = self.jobs.get(job_id)
+        if rec is not None and rec[0] is now:
+            return rec[1], rec[2]
+        return Counter(now[0]), Counter(now[1])
+
+    def _prefer(self, job_id: str, prefer: tuple[int, ...]) -> Counter:
+        rec = self._held.get(job_id)
+        if rec is None or rec[0] is not prefer:
+            rec = self._held[job_id] = (prefer, Counter(prefer))
+        return rec[1]
+
+    def _rvec(self, d: Demand) -> list:
+        v = self._vec.get(d)
+        if v is None:
+            v = self._vec[d] = resource_vec(d).tolist()
+        return v
+
+    def layout(self, job_id, ps, worker, p, w, now, prefer) -> tuple[Layout, _Trial] | None:
         """layout_for on a _Trial."""
         trial = _Trial(self)
         if now is not None:
-            trial.charge(now[0], ps, -1)
-            trial.charge(now[1], worker, -1)
+            cp, cw = self._counts(job_id, now)
+            trial.charge(cp, ps, -1)
+            trial.charge(cw, worker, -1)
         n = min(self.cluster.n_nodes, max(p, w))
-        order = list(islice(trial.order(worker.gpu > 0, prefer), n))
-        kk = _even_servers_py([trial.vals(x) for x in order], ps, worker, p, w)
+        cands = ((x, trial.vals(x)) for x in trial.order(worker.gpu > 0, self._prefer(job_id, prefer)))
+        rest_ok = not self.short and not any(_short(v) for v in trial.over.values())
+        kk, order = _even_servers_py(cands, n, self._rvec(ps), self._rvec(worker), p, w, rest_ok)
         if kk is not None:
-            ps_nodes = tuple(order[i % kk] for i in range(p))
-            w_nodes = tuple(order[i % kk] for i in range(w))
-            trial.charge(ps_nodes, ps)
-            trial.charge(w_nodes, worker)
+            servers = order[:kk]
+            ps_nodes = tuple((servers * (p // kk + 1))[:p])  # PS i on server i mod kk
+            w_nodes = tuple((servers * (w // kk + 1))[:w])
+            qp, mp = divmod(p, kk)
+            qw, mw = divmod(w, kk)
+            cp = {x: qp + (j < mp) for j, x in enumerate(servers) if qp + (j < mp)}
+            cw = {x: qw + (j < mw) for j, x in enumerate(servers) if qw + (j < mw)}
+        else:
+            ps_l, w_l = (list(now[0][:p]), list(now[1][:w])) if now else ([], [])
+            trial.charge(Counter(ps_l), ps)
+            trial.charge(Counter(w_l), worker)
+            for d, nodes, want in ((worker, w_l, w), (ps, ps_l, p)):
+                while len(nodes) < want:
+                    held = Counter(chain(ps_l, w_l, prefer))
+                    got = next((x for x in trial.order(d.gpu > 0, held) if trial.fits(x, d)), -1)
+                    if got < 0:
+                        return None
+                    trial.take(got, d)
+                    nodes.append(got)
+            ps_nodes, w_nodes = tuple(ps_l), tuple(w_l)
+            trial.counts = (Counter(ps_nodes), Counter(w_nodes))
             return (ps_nodes, w_nodes), trial
-        ps_nodes, w_nodes = (list(now[0][:p]), list(now[1][:w])) if now else ([], [])
-        trial.charge(tuple(ps_nodes), ps)
-        trial.charge(tuple(w_nodes), worker)
-        for d, nodes, want in ((worker, w_nodes, w), (ps, ps_nodes, p)):
-            while len(nodes) < want:
-                job_nodes = tuple(ps_nodes + w_nodes) + prefer
-                got = next((x for x in trial.order(d.gpu > 0, job_nodes) if trial.fits(x, d)), -1)
-                if got < 0:
-                    return None
-                trial.take(got, d)
-                nodes.append(got)
-        return (tuple(ps_nodes), tuple(w_nodes)), trial
+        trial.charge(cp, ps)
+        trial.charge(cw, worker)
+        trial.counts = (cp, cw)
+        return (ps_nodes, w_nodes), trial
 
-    def commit(self, trial: _Trial) -> None:
+    def commit(self, job_id: str, got: tuple[Layout, _Trial]) -> None:
+        layout, trial = got
+        self.jobs[job_id] = (layout, *trial.counts)
         c = self.cap
         for n, v in trial.over.items():
             old = self.free[n]
             self.free[n] = tuple(v)
             c.cpu[n], c.mem[n], c.bw[n], c.gpu[n] = v
+            if _short(v):
+                self.short.add(n)
+            else:
+                self.short.discard(n)
             for gpu_first, s in self._sorted.items():
                 del s[bisect_left(s, self.key(old, n, gpu_first))]
                 insort(s, self.key(v, n, gpu_first))
@@ -681,13 +759,13 @@ def allocate(
     free = (_Free if fast else _Plain)(cluster, cap)
 
     def layout(job: AllocJob, p: int, w: int) -> tuple[Layout, object] | None:
-        return free.layout(job.ps, job.worker, p, w, plan.get(job.job_id), job.prefer)
+        return free.layout(job.job_id, job.ps, job.worker, p, w, plan.get(job.job_id), job.prefer)
 
     def commit(job: AllocJob, got: tuple[Layout, object] | None) -> bool:
         if got is None:
             return False
         plan[job.job_id] = got[0]
-        free.commit(got[1])
+        free.commit(job.job_id, got)
         return True
 
     # "First allocate one worker and one parameter server to each active job to avoid starvation"
