@@ -626,13 +626,6 @@ class _Free:
             )
         return s
 
-    def _counts(self, job_id: str, now: Layout) -> tuple[dict[int, int], dict[int, int]]:
-        """Tasks per node of `now`: kept from its commit when it is the job's committed layout."""
-        rec = self.jobs.get(job_id)
-        if rec is not None and rec[0] is now:
-            return rec[1], rec[2]
-        return Counter(now[0]), Counter(now[1])
-
     def _prefer(self, job_id: str, prefer: tuple[int, ...]) -> Counter:
         rec = self._held.get(job_id)
         if rec is None or rec[0] is not prefer:
@@ -646,10 +639,11 @@ class _Free:
         return v
 
     def layout(self, job_id, ps, worker, p, w, now, prefer) -> tuple[Layout, _Trial] | None:
-        """layout_for on a _Trial."""
+        """layout_for on a _Trial; `now`: the layout last committed for job_id (allocate's plan),
+        given back from its tasks per node as kept at commit."""
         trial = _Trial(self)
         if now is not None:
-            cp, cw = self._counts(job_id, now)
+            _, cp, cw = self.jobs[job_id]
             trial.charge(cp, ps, -1)
             trial.charge(cw, worker, -1)
         n = min(self.cluster.n_nodes, max(p, w))
