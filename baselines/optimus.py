@@ -530,16 +530,15 @@ class _Trial:
         self.over: dict[int, list] = {}
         self.counts: tuple[dict[int, int], dict[int, int]] = ({}, {})
 
-    def vals(self, n: int) -> list:
+    def vals(self, n: int):
+        """Node n's [cpu, mem, bw, gpu] under this trial, to read (not to change)."""
         v = self.over.get(n)
-        if v is None:
-            return list(self.base.free[n])
-        return v
+        return self.base.free[n] if v is None else v
 
     def _mut(self, n: int) -> list:
         v = self.over.get(n)
         if v is None:
-            v = self.over[n] = self.vals(n)
+            v = self.over[n] = list(self.base.free[n])
         return v
 
     def charge(self, count: dict[int, int], d: Demand, sign: int = 1) -> None:
@@ -648,7 +647,9 @@ class _Free:
             trial.charge(cw, worker, -1)
         n = min(self.cluster.n_nodes, max(p, w))
         cands = ((x, trial.vals(x)) for x in trial.order(worker.gpu > 0, self._prefer(job_id, prefer)))
-        rest_ok = not self.short and not any(_short(v) for v in trial.over.values())
+        # a give-back only raises a node's values (Demand's fields are >= 0), so with no node of
+        # the base short none of the trial's is either
+        rest_ok = not self.short
         kk, order = _even_servers_py(cands, n, self._rvec(ps), self._rvec(worker), p, w, rest_ok)
         if kk is not None:
             servers = order[:kk]
