@@ -452,42 +452,41 @@ def _room(v) -> tuple[float, float, float, float]:
 
 
 def _short(v) -> bool:
-    """Some resource's room is negative (or NaN): _even_servers then rejects every k whose unused
-    candidates (j >= k, holding nothing) include this node."""
-    return not min(_room(v)) >= 0.0
+    """Some resource's room (_room) is negative: _even_servers then rejects every k whose unused
+    candidates (j >= k, holding nothing) include this node. (not min(_room(v)) >= 0.0 for the
+    finite values there are: config values are finite, and so are sums of them.)"""
+    return v[0] + 1e-9 < 0.0 or v[1] + 1e-9 < 0.0 or v[2] + 1e-3 < 0.0 or v[3] < 0
 
 
 def _even_servers_py(
-    cands: Iterator[tuple[int, list]], n: int, rp: list, rw: list, p: int, w: int, rest_ok: bool
+    order: Iterator[int], vals: Callable, n: int, rp: list, rw: list, p: int, w: int, rest_ok: bool
 ) -> tuple[int | None, list[int]]:
-    """_even_servers in scalars over the first n candidates, read from `cands` ((node, free
-    [cpu, mem, bw, gpu]) in _node_order) only as far as needed: (the fewest k that fits, or None;
-    the nodes read, in order). rp, rw: resource_vec of a PS and of a worker.
+    """_even_servers in scalars over the first n candidates of `order` (nodes in _node_order;
+    vals(node): its free [cpu, mem, bw, gpu]), read only as far as needed: (the fewest k that
+    fits, or None; the nodes read, in order). rp, rw: resource_vec of a PS and of a worker.
 
     The same sums and comparisons, stopping at the first k that fits (usually k = 1). The array
     version also asks 0 <= room of the candidates j >= k, which hold nothing: with `rest_ok` the
-    caller knows no node is short (_short), so candidates past the k being tried are not read: a
-    job's trial reads about as many servers as it uses, not max(p, w) (issue 14)."""
+    caller knows no node is short (_short), so candidate k is read only when k + 1 servers are
+    tried: a job's trial reads about as many servers as it uses, not max(p, w) (issue 14)."""
     nodes: list[int] = []
     room: list[tuple] = []
-
-    def read(m: int) -> None:
-        for x, v in islice(cands, m - len(nodes)):
+    rest = None
+    if not rest_ok:
+        for x in islice(order, n):
             nodes.append(x)
-            room.append(_room(v))
-
-    if rest_ok:
-        rest = None
-    else:
-        read(n)
+            room.append(_room(vals(x)))
         rest = [True] * (len(room) + 1)
         for j in range(len(room) - 1, -1, -1):
             rest[j] = rest[j + 1] and min(room[j]) >= 0.0
     for k in range(1, n + 1):
-        if rest is not None and not rest[k]:
-            continue
-        if len(room) < k:
-            read(k)
+        if rest is not None:
+            if not rest[k]:
+                continue
+        else:  # candidates 0..k-2 were read for k - 1
+            x = next(order)
+            nodes.append(x)
+            room.append(_room(vals(x)))
         qp, mp = divmod(p, k)
         qw, mw = divmod(w, k)
         for j in range(k):
@@ -570,11 +569,17 @@ class _Trial:
         """_node_order under this trial, lazily: the preferred servers (`held`: tasks per server,
         most first), then the base's sorted order with the nodes this trial changed merged in at
         their new keys."""
+        over, free = self.over, self.base.free
+        first = [  # (-tasks held, *key(vals(n), n, gpu_first)), inline
+            (-c, -v[3] if gpu_first else 0, -v[0], -v[1], n)
+            for n, c in held.items() for v in (over.get(n) or free[n],)
+        ]
+        first.sort()
+        for h in first:
+            yield int(h[-1])
         key = self.base.key
-        for n in sorted(held, key=lambda n: (-held[n], key(self.vals(n), n, gpu_first))):
-            yield int(n)
         moved = sorted(
-            (key(v, n, gpu_first) for n, v in self.over.items() if n not in held)
+            (key(v, n, gpu_first) for n, v in over.items() if n not in held)
         )
         i = 0
         for k in self.base.sorted(gpu_first):
@@ -606,11 +611,13 @@ class _Free:
         self._sorted: dict[bool, list] = {}
         # cap's values as Python numbers (the same doubles; cheaper to read one by one)
         self.free = list(zip(cap.cpu.tolist(), cap.mem.tolist(), cap.bw.tolist(), cap.gpu.tolist()))
-        self.short = {n for n, v in enumerate(self.free) if _short(v)}
+        self.short = set(np.flatnonzero(  # _short, on the arrays
+            (cap.cpu + 1e-9 < 0.0) | (cap.mem + 1e-9 < 0.0) | (cap.bw + 1e-3 < 0.0) | (cap.gpu < 0)
+        ).tolist())
         # job -> (its committed layout, its PS and its workers per node)
         self.jobs: dict[str, tuple[Layout, dict[int, int], dict[int, int]]] = {}
-        self._held: dict[str, tuple[tuple[int, ...], Counter]] = {}  # job -> (prefer, counted)
-        self._vec: dict[Demand, list] = {}
+        # job -> (prefer, PS demand, worker demand, prefer counted, their resource_vecs)
+        self._consts: dict[str, tuple] = {}
 
     @staticmethod
     def key(v, n: int, gpu_first: bool) -> tuple:
@@ -625,17 +632,15 @@ class _Free:
             )
         return s
 
-    def _prefer(self, job_id: str, prefer: tuple[int, ...]) -> Counter:
-        rec = self._held.get(job_id)
-        if rec is None or rec[0] is not prefer:
-            rec = self._held[job_id] = (prefer, Counter(prefer))
-        return rec[1]
-
-    def _rvec(self, d: Demand) -> list:
-        v = self._vec.get(d)
-        if v is None:
-            v = self._vec[d] = resource_vec(d).tolist()
-        return v
+    def _job(self, job_id: str, ps: Demand, worker: Demand, prefer: tuple[int, ...]) -> tuple:
+        """What a job's trials reuse: its servers now counted, its demands' resource_vec."""
+        rec = self._consts.get(job_id)
+        if rec is None or rec[0] is not prefer or rec[1] is not ps or rec[2] is not worker:
+            rec = self._consts[job_id] = (
+                prefer, ps, worker, Counter(prefer), resource_vec(ps).tolist(),
+                resource_vec(worker).tolist(),
+            )
+        return rec
 
     def layout(self, job_id, ps, worker, p, w, now, prefer) -> tuple[Layout, _Trial] | None:
         """layout_for on a _Trial; `now`: the layout last committed for job_id (allocate's plan),
@@ -646,11 +651,12 @@ class _Free:
             trial.charge(cp, ps, -1)
             trial.charge(cw, worker, -1)
         n = min(self.cluster.n_nodes, max(p, w))
-        cands = ((x, trial.vals(x)) for x in trial.order(worker.gpu > 0, self._prefer(job_id, prefer)))
+        _, _, _, held, rp, rw = self._job(job_id, ps, worker, prefer)
         # a give-back only raises a node's values (Demand's fields are >= 0), so with no node of
         # the base short none of the trial's is either
         rest_ok = not self.short
-        kk, order = _even_servers_py(cands, n, self._rvec(ps), self._rvec(worker), p, w, rest_ok)
+        order = trial.order(worker.gpu > 0, held)
+        kk, order = _even_servers_py(order, trial.vals, n, rp, rw, p, w, rest_ok)
         if kk is not None:
             servers = order[:kk]
             ps_nodes = tuple((servers * (p // kk + 1))[:p])  # PS i on server i mod kk
