@@ -80,7 +80,11 @@ Choices where the sources leave room:
   capacity in _Free, which holds _node_order's two orders sorted as nodes change and lets each
   trial touch only the nodes it changes (no copy of the whole capacity, no sort of every node per
   trial), with the same arithmetic, so the same plans as the plain functions (tested equal on the
-  default, optimus and Philly scenarios; benchmarks/optimus_scale.py --check at full scale).
+  default, optimus and Philly scenarios; benchmarks/optimus_scale.py --check at full scale). The
+  greedy's trials are incremental per job (issue 14): a job's committed layout is kept as tasks per
+  server, so the trial for one more task gives it back server by server, not task by task, and
+  the Fig. 10 search reads candidate servers only up to the k it tries; a trial costs about the
+  servers the job uses, not its tasks (layouts and capacities bitwise layout_for's: property test).
 - Decision points: Optimus reallocates every `interval_s` (600 s, [code] TS_INTERVAL; seed 002 "~10
   mins"): at the first decision point of an interval every active job is reallocated from 1 PS + 1
   worker. A job left with its (p, w) and servers is not touched ([code] restarts every job each
