@@ -80,7 +80,11 @@ Choices where the sources leave room:
   capacity in _Free, which holds _node_order's two orders sorted as nodes change and lets each
   trial touch only the nodes it changes (no copy of the whole capacity, no sort of every node per
   trial), with the same arithmetic, so the same plans as the plain functions (tested equal on the
-  default, optimus and Philly scenarios; benchmarks/optimus_scale.py --check at full scale).
+  default, optimus and Philly scenarios; benchmarks/optimus_scale.py --check at full scale). The
+  greedy's trials are incremental per job (issue 14): a job's committed layout is kept as tasks per
+  server, so the trial for one more task gives it back server by server, not task by task, and
+  the Fig. 10 search reads candidate servers only up to the k it tries; a trial costs about the
+  servers the job uses, not its tasks (layouts and capacities bitwise layout_for's: property test).
 - Decision points: Optimus reallocates every `interval_s` (600 s, [code] TS_INTERVAL; seed 002 "~10
   mins"): at the first decision point of an interval every active job is reallocated from 1 PS + 1
   worker. A job left with its (p, w) and servers is not touched ([code] restarts every job each
@@ -115,7 +119,7 @@ from bisect import bisect_left, insort
 from itertools import chain, islice
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -446,18 +450,47 @@ def layout_for(
     return (tuple(ps_nodes), tuple(w_nodes)), trial
 
 
-def _even_servers_py(free: list, ps: Demand, worker: Demand, p: int, w: int) -> int | None:
-    """_even_servers in scalars (free: the n candidates' [cpu, mem, bw, gpu]): the same sums and
-    comparisons, stopping at the first k that fits (usually k = 1)."""
-    rp, rw = resource_vec(ps).tolist(), resource_vec(worker).tolist()
-    room = [(v[0] + 1e-9, v[1] + 1e-9, v[2] + 1e-3, float(v[3]) + 0.0) for v in free]
-    # candidates j >= k hold nothing, but the array version also asks 0 <= their room
-    rest_ok = [True] * (len(room) + 1)
-    for j in range(len(room) - 1, -1, -1):
-        rest_ok[j] = rest_ok[j + 1] and min(room[j]) >= 0.0
-    for k in range(1, len(free) + 1):
-        if not rest_ok[k]:
-            continue
+def _room(v) -> tuple[float, float, float, float]:
+    """A node's free [cpu, mem, bw, gpu] plus _even_servers' fit tolerances."""
+    return v[0] + 1e-9, v[1] + 1e-9, v[2] + 1e-3, float(v[3]) + 0.0
+
+
+def _short(v) -> bool:
+    """Some resource's room (_room) is negative: _even_servers then rejects every k whose unused
+    candidates (j >= k, holding nothing) include this node. (not min(_room(v)) >= 0.0 for the
+    finite values there are: config values are finite, and so are sums of them.)"""
+    return v[0] + 1e-9 < 0.0 or v[1] + 1e-9 < 0.0 or v[2] + 1e-3 < 0.0 or v[3] < 0
+
+
+def _even_servers_py(
+    order: Iterator[int], vals: Callable, n: int, rp: list, rw: list, p: int, w: int, rest_ok: bool
+) -> tuple[int | None, list[int]]:
+    """_even_servers in scalars over the first n candidates of `order` (nodes in _node_order;
+    vals(node): its free [cpu, mem, bw, gpu]), read only as far as needed: (the fewest k that
+    fits, or None; the nodes read, in order). rp, rw: resource_vec of a PS and of a worker.
+
+    The same sums and comparisons, stopping at the first k that fits (usually k = 1). The array
+    version also asks 0 <= room of the candidates j >= k, which hold nothing: with `rest_ok` the
+    caller knows no node is short (_short), so candidate k is read only when k + 1 servers are
+    tried: a job's trial reads about as many servers as it uses, not max(p, w) (issue 14)."""
+    nodes: list[int] = []
+    room: list[tuple] = []
+    rest = None
+    if not rest_ok:
+        for x in islice(order, n):
+            nodes.append(x)
+            room.append(_room(vals(x)))
+        rest = [True] * (len(room) + 1)
+        for j in range(len(room) - 1, -1, -1):
+            rest[j] = rest[j + 1] and min(room[j]) >= 0.0
+    for k in range(1, n + 1):
+        if rest is not None:
+            if not rest[k]:
+                continue
+        else:  # candidates 0..k-2 were read for k - 1
+            x = next(order)
+            nodes.append(x)
+            room.append(_room(vals(x)))
         qp, mp = divmod(p, k)
         qw, mw = divmod(w, k)
         for j in range(k):
@@ -469,8 +502,8 @@ def _even_servers_py(free: list, ps: Demand, worker: Demand, p: int, w: int) -> 
             ):
                 break
         else:
-            return k
-    return None
+            return k, nodes
+    return None, nodes
 
 
 class _Plain:
@@ -479,41 +512,41 @@ class _Plain:
     def __init__(self, cluster: Cluster, cap: Capacity):
         self.cluster, self.cap = cluster, cap
 
-    def layout(self, ps, worker, p, w, now, prefer):
+    def layout(self, job_id, ps, worker, p, w, now, prefer):
         return layout_for(self.cluster, self.cap, ps, worker, p, w, now, prefer)
 
-    def commit(self, left: Capacity) -> None:
-        c = self.cap
+    def commit(self, job_id: str, got: tuple[Layout, Capacity]) -> None:
+        c, left = self.cap, got[1]
         c.cpu[:], c.mem[:], c.bw[:], c.gpu[:] = left.cpu, left.mem, left.bw, left.gpu
 
 
 class _Trial:
     """A trial over _Free: the values of the nodes it changed (cpu, mem, bw, gpu), the rest read
-    through. Charges repeat _charge / Capacity.take's arithmetic in the same order per node, so
-    every value is bitwise what the plain version computes on its copy."""
+    through, and the layout's tasks per node (`counts`: PS, workers; set by _Free.layout). Charges
+    repeat _charge / Capacity.take's arithmetic in the same order per node, so every value is
+    bitwise what the plain version computes on its copy."""
 
-    __slots__ = ("base", "over")
+    __slots__ = ("base", "over", "counts")
 
     def __init__(self, base: "_Free"):
         self.base = base
         self.over: dict[int, list] = {}
+        self.counts: tuple[dict[int, int], dict[int, int]] = ({}, {})
 
-    def vals(self, n: int) -> list:
+    def vals(self, n: int):
+        """Node n's [cpu, mem, bw, gpu] under this trial, to read (not to change)."""
         v = self.over.get(n)
-        if v is None:
-            return list(self.base.free[n])
-        return v
+        return self.base.free[n] if v is None else v
 
     def _mut(self, n: int) -> list:
         v = self.over.get(n)
         if v is None:
-            v = self.over[n] = self.vals(n)
+            v = self.over[n] = list(self.base.free[n])
         return v
 
-    def charge(self, nodes, d: Demand, sign: int = 1) -> None:  # as _charge
-        count: dict[int, int] = {}
-        for n in nodes:
-            count[n] = count.get(n, 0) + 1
+    def charge(self, count: dict[int, int], d: Demand, sign: int = 1) -> None:
+        """_charge of `count[n]` tasks on each node n (a node's tasks at once, as _charge's
+        bincount)."""
         for n, cnt in count.items():
             k = cnt * sign
             v = self._mut(n)
@@ -536,15 +569,21 @@ class _Trial:
             and v[2] + 1e-3 >= d.bw_MBps * 1e6 and v[3] >= d.gpu
         )
 
-    def order(self, gpu_first: bool, prefer: tuple[int, ...]):
-        """_node_order under this trial, lazily: the preferred servers (most held first), then the
-        base's sorted order with the nodes this trial changed merged in at their new keys."""
+    def order(self, gpu_first: bool, held: Counter):
+        """_node_order under this trial, lazily: the preferred servers (`held`: tasks per server,
+        most first), then the base's sorted order with the nodes this trial changed merged in at
+        their new keys."""
+        over, free = self.over, self.base.free
+        first = [  # (-tasks held, *key(vals(n), n, gpu_first)), inline
+            (-c, -v[3] if gpu_first else 0, -v[0], -v[1], n)
+            for n, c in held.items() for v in (over.get(n) or free[n],)
+        ]
+        first.sort()
+        for h in first:
+            yield int(h[-1])
         key = self.base.key
-        held = Counter(prefer)
-        for n in sorted(held, key=lambda n: (-held[n], key(self.vals(n), n, gpu_first))):
-            yield int(n)
         moved = sorted(
-            (key(v, n, gpu_first) for n, v in self.over.items() if n not in held)
+            (key(v, n, gpu_first) for n, v in over.items() if n not in held)
         )
         i = 0
         for k in self.base.sorted(gpu_first):
@@ -563,13 +602,26 @@ class _Free:
     """allocate()'s free capacity at scale: `cap` is changed in place, node by node, and the two
     orders of _node_order (GPUs first or not) are kept sorted as nodes change, instead of a copy
     of every array and a sort of every node per trial (seed 002's 4,000 jobs on 16,000 nodes:
-    benchmarks/optimus_scale.py). Same layouts as _Plain."""
+    benchmarks/optimus_scale.py). Same layouts as _Plain.
+
+    Incremental per job (issue 14): each job's committed layout is kept as tasks per node, so a
+    trial gives it back by touching its servers (not each of its tasks), and the Fig. 10 search
+    reads candidates only up to the k it tries while no node is short (`short`). A trial then costs
+    about the servers the job uses, not its tasks: the greedy's one-task increments no longer
+    re-place the whole job task by task."""
 
     def __init__(self, cluster: Cluster, cap: Capacity):
         self.cluster, self.cap = cluster, cap
         self._sorted: dict[bool, list] = {}
         # cap's values as Python numbers (the same doubles; cheaper to read one by one)
         self.free = list(zip(cap.cpu.tolist(), cap.mem.tolist(), cap.bw.tolist(), cap.gpu.tolist()))
+        self.short = set(np.flatnonzero(  # _short, on the arrays
+            (cap.cpu + 1e-9 < 0.0) | (cap.mem + 1e-9 < 0.0) | (cap.bw + 1e-3 < 0.0) | (cap.gpu < 0)
+        ).tolist())
+        # job -> (its committed layout, its PS and its workers per node)
+        self.jobs: dict[str, tuple[Layout, dict[int, int], dict[int, int]]] = {}
+        # job -> (prefer, PS demand, worker demand, prefer counted, their resource_vecs)
+        self._consts: dict[str, tuple] = {}
 
     @staticmethod
     def key(v, n: int, gpu_first: bool) -> tuple:
@@ -584,40 +636,71 @@ class _Free:
             )
         return s
 
-    def layout(self, ps, worker, p, w, now, prefer) -> tuple[Layout, _Trial] | None:
-        """layout_for on a _Trial."""
+    def _job(self, job_id: str, ps: Demand, worker: Demand, prefer: tuple[int, ...]) -> tuple:
+        """What a job's trials reuse: its servers now counted, its demands' resource_vec."""
+        rec = self._consts.get(job_id)
+        if rec is None or rec[0] is not prefer or rec[1] is not ps or rec[2] is not worker:
+            rec = self._consts[job_id] = (
+                prefer, ps, worker, Counter(prefer), resource_vec(ps).tolist(),
+                resource_vec(worker).tolist(),
+            )
+        return rec
+
+    def layout(self, job_id, ps, worker, p, w, now, prefer) -> tuple[Layout, _Trial] | None:
+        """layout_for on a _Trial; `now`: the layout last committed for job_id (allocate's plan),
+        given back from its tasks per node as kept at commit."""
         trial = _Trial(self)
         if now is not None:
-            trial.charge(now[0], ps, -1)
-            trial.charge(now[1], worker, -1)
+            _, cp, cw = self.jobs[job_id]
+            trial.charge(cp, ps, -1)
+            trial.charge(cw, worker, -1)
         n = min(self.cluster.n_nodes, max(p, w))
-        order = list(islice(trial.order(worker.gpu > 0, prefer), n))
-        kk = _even_servers_py([trial.vals(x) for x in order], ps, worker, p, w)
+        _, _, _, held, rp, rw = self._job(job_id, ps, worker, prefer)
+        # a give-back only raises a node's values (Demand's fields are >= 0), so with no node of
+        # the base short none of the trial's is either
+        rest_ok = not self.short
+        order = trial.order(worker.gpu > 0, held)
+        kk, order = _even_servers_py(order, trial.vals, n, rp, rw, p, w, rest_ok)
         if kk is not None:
-            ps_nodes = tuple(order[i % kk] for i in range(p))
-            w_nodes = tuple(order[i % kk] for i in range(w))
-            trial.charge(ps_nodes, ps)
-            trial.charge(w_nodes, worker)
+            servers = order[:kk]
+            ps_nodes = tuple((servers * (p // kk + 1))[:p])  # PS i on server i mod kk
+            w_nodes = tuple((servers * (w // kk + 1))[:w])
+            qp, mp = divmod(p, kk)
+            qw, mw = divmod(w, kk)
+            cp = {x: qp + (j < mp) for j, x in enumerate(servers) if qp + (j < mp)}
+            cw = {x: qw + (j < mw) for j, x in enumerate(servers) if qw + (j < mw)}
+        else:
+            ps_l, w_l = (list(now[0][:p]), list(now[1][:w])) if now else ([], [])
+            trial.charge(Counter(ps_l), ps)
+            trial.charge(Counter(w_l), worker)
+            for d, nodes, want in ((worker, w_l, w), (ps, ps_l, p)):
+                while len(nodes) < want:
+                    held = Counter(chain(ps_l, w_l, prefer))
+                    got = next((x for x in trial.order(d.gpu > 0, held) if trial.fits(x, d)), -1)
+                    if got < 0:
+                        return None
+                    trial.take(got, d)
+                    nodes.append(got)
+            ps_nodes, w_nodes = tuple(ps_l), tuple(w_l)
+            trial.counts = (Counter(ps_nodes), Counter(w_nodes))
             return (ps_nodes, w_nodes), trial
-        ps_nodes, w_nodes = (list(now[0][:p]), list(now[1][:w])) if now else ([], [])
-        trial.charge(tuple(ps_nodes), ps)
-        trial.charge(tuple(w_nodes), worker)
-        for d, nodes, want in ((worker, w_nodes, w), (ps, ps_nodes, p)):
-            while len(nodes) < want:
-                job_nodes = tuple(ps_nodes + w_nodes) + prefer
-                got = next((x for x in trial.order(d.gpu > 0, job_nodes) if trial.fits(x, d)), -1)
-                if got < 0:
-                    return None
-                trial.take(got, d)
-                nodes.append(got)
-        return (tuple(ps_nodes), tuple(w_nodes)), trial
+        trial.charge(cp, ps)
+        trial.charge(cw, worker)
+        trial.counts = (cp, cw)
+        return (ps_nodes, w_nodes), trial
 
-    def commit(self, trial: _Trial) -> None:
+    def commit(self, job_id: str, got: tuple[Layout, _Trial]) -> None:
+        layout, trial = got
+        self.jobs[job_id] = (layout, *trial.counts)
         c = self.cap
         for n, v in trial.over.items():
             old = self.free[n]
             self.free[n] = tuple(v)
             c.cpu[n], c.mem[n], c.bw[n], c.gpu[n] = v
+            if _short(v):
+                self.short.add(n)
+            else:
+                self.short.discard(n)
             for gpu_first, s in self._sorted.items():
                 del s[bisect_left(s, self.key(old, n, gpu_first))]
                 insort(s, self.key(v, n, gpu_first))
@@ -681,13 +764,13 @@ def allocate(
     free = (_Free if fast else _Plain)(cluster, cap)
 
     def layout(job: AllocJob, p: int, w: int) -> tuple[Layout, object] | None:
-        return free.layout(job.ps, job.worker, p, w, plan.get(job.job_id), job.prefer)
+        return free.layout(job.job_id, job.ps, job.worker, p, w, plan.get(job.job_id), job.prefer)
 
     def commit(job: AllocJob, got: tuple[Layout, object] | None) -> bool:
         if got is None:
             return False
         plan[job.job_id] = got[0]
-        free.commit(got[1])
+        free.commit(job.job_id, got)
         return True
 
     # "First allocate one worker and one parameter server to each active job to avoid starvation"

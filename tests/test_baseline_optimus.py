@@ -10,6 +10,8 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+from hypothesis import event, example, given, settings
+from hypothesis import strategies as st
 from helpers import decision_digest, make_cluster, make_sim, make_zoo, model_dict, shared_file
 
 import baselines
@@ -428,3 +430,89 @@ def test_loss_fit_max_points_changes_only_long_histories():
     capped = decision_digest("default", Optimus(loss_fit_max_points=10), 0)
     assert capped != MAIN_LOGS[("optimus", 0)]
     assert decision_digest("default", Optimus(loss_fit_max_points=1000), 0) == MAIN_LOGS[("optimus", 0)]
+
+
+# Issue 14 (branch optg6): _Free's trials are incremental per job (its committed layout given back
+# per server, Fig. 10 candidates read only up to the k tried while no node is short). Property:
+# on random free capacities (ties, fractions, short nodes) and job shapes, every trial's layout and
+# the capacity it leaves are bitwise those of layout_for from scratch, through sequences of trials
+# and commits of several jobs in one round.
+_NODE_VALUES = st.tuples(
+    st.sampled_from([-0.5, 0.0, 0.3, 1.0, 1.5, 2.0, 3.0, 4.0, 8.0]),  # cpu
+    st.sampled_from([-1.0, 0.0, 0.7, 1.0, 2.0, 4.1, 16.0]),  # mem GB
+    st.sampled_from([-1.0, 0.0, 3.333e8, 1e9, 1.25e9]),  # bw B/s
+    st.sampled_from([-1, 0, 1, 2, 4, 8]),  # GPUs
+)
+_DEMAND = st.builds(
+    Demand,
+    cpu=st.sampled_from([0.0, 0.5, 1.0, 1.3]),
+    mem_gb=st.sampled_from([0.0, 0.7, 1.0, 2.1]),
+    bw_MBps=st.sampled_from([0.0, 100.0, 333.3]),
+    gpu=st.sampled_from([0, 1]),
+)
+_CLUSTERS: dict[int, object] = {}
+
+
+@settings(max_examples=400)
+@given(
+    nodes=st.lists(st.tuples(_NODE_VALUES, st.booleans()), min_size=1, max_size=7),
+    short=st.booleans(),  # False: no node short (negative values raised to 0)
+    jobs=st.lists(st.tuples(_DEMAND, _DEMAND, st.booleans(), st.lists(st.integers(0, 6), max_size=5)),
+                  min_size=1, max_size=3),
+    steps=st.lists(st.tuples(st.integers(0, 2), st.sampled_from(["p", "w", "any"]),
+                             st.integers(0, 5), st.integers(1, 9), st.booleans()),
+                   min_size=1, max_size=12),
+)
+# A short node among the first max(p, w) candidates but past the k that would fit: layout_for then
+# places task by task (here 2 PS on server 1 one at a time: its CPU 4 - 1.3 - 1.3, not 4 - 2 x 1.3)
+@example(
+    nodes=[((-0.5, 0.0, 0.0, 0), True), ((4.0, 0.0, 0.0, 0), False)],
+    short=True,
+    jobs=[(Demand(cpu=1.3, mem_gb=0.0), Demand(cpu=0.0, mem_gb=0.0), True, [])],
+    steps=[(0, "any", 2, 1, False)],
+)
+def test_incremental_trials_equal_layout_for(nodes, short, jobs, steps):
+    from baselines.optimus import _charge, _copy, _Free, _Plain
+
+    n = len(nodes)
+    if n not in _CLUSTERS:
+        _CLUSTERS[n] = make_cluster(nodes_per_rack=n, gpus=8, gpu_memory_gb=16)
+    cluster = _CLUSTERS[n]
+    # a node keeps its negative values only in a `short` case, and then only if it is marked
+    cols = list(zip(*(v if short and mark else [max(x, 0) for x in v] for v, mark in nodes)))
+
+    def cap() -> Capacity:
+        return Capacity(*(np.array(c, dtype=float) for c in cols[:3]), np.array(cols[3], np.int64))
+
+    plain, fast = _Plain(cluster, cap()), _Free(cluster, cap())
+    plan_p: dict[str, tuple] = {}
+    plan_f: dict[str, tuple] = {}
+    for j, how, p, w, keep in steps:
+        ps, worker, uses_ps, prefer = jobs[j % len(jobs)]
+        jid, prefer = f"j{j % len(jobs)}", tuple(x % n for x in prefer)
+        now = plan_p.get(jid)
+        if how != "any" and now is not None:  # the greedy's increment: one more PS or worker
+            p, w = len(now[0]) + (how == "p"), len(now[1]) + (how == "w")
+        p = p if uses_ps else 0
+        got_p = plain.layout(jid, ps, worker, p, w, now, prefer)
+        got_f = fast.layout(jid, ps, worker, p, w, plan_f.get(jid), prefer)
+        assert (got_p is None) == (got_f is None)
+        if got_p is None:
+            continue
+        released = _copy(plain.cap)
+        if now is not None:
+            _charge(released, now[0], ps, -1)
+            _charge(released, now[1], worker, -1)
+        even = place_even(cluster, released, ps, worker, p, w, prefer) is not None
+        event(f"{'Fig. 10' if even else 'task by task'}, {'a node short' if fast.short else 'none short'}")
+        assert got_f[0] == got_p[0]
+        left = got_p[1]
+        for x in range(n):  # what the trial leaves, bitwise (the plain copy against the overlay)
+            assert tuple(got_f[1].vals(x)) == (left.cpu[x], left.mem[x], left.bw[x], left.gpu[x])
+        if keep:
+            plain.commit(jid, got_p)
+            fast.commit(jid, got_f)
+            plan_p[jid], plan_f[jid] = got_p[0], got_f[0]
+            for a, b in zip((plain.cap.cpu, plain.cap.mem, plain.cap.bw, plain.cap.gpu),
+                            (fast.cap.cpu, fast.cap.mem, fast.cap.bw, fast.cap.gpu)):
+                assert a.tolist() == b.tolist()
