@@ -30,10 +30,14 @@ def random_capacity(cluster, rng) -> Capacity:
                     cluster.nic * 1e6 * rng.uniform(0, 1, n), rng.integers(0, 4, n))
 
 
+def two_racks():
+    """16 nodes of 4 GPUs in 2 racks: the cluster the placer property tests draw capacities on."""
+    return make_cluster(racks=2, nodes_per_rack=8, cpus=16, memory_gb=64, gpus=4, gpu_memory_gb=16)
+
+
 @pytest.mark.parametrize("placer", [pack, consolidate])
 def test_one_pass_fill_as_task_by_task(monkeypatch, placer):
-    cluster = make_cluster(racks=2, nodes_per_rack=8, cpus=16, memory_gb=64, gpus=4,
-                           gpu_memory_gb=16)
+    cluster = two_racks()
     rng = np.random.default_rng(0)
     outcomes = set()
     for _ in range(400):
@@ -85,8 +89,7 @@ def test_worker_order_counts_what_place_job_places(placer):
     of place_job for a job without PS, without charging, on whole-number capacities, also after
     charges and releases it was told of (`touch`); with `most`, SPREAD exactly when place_job's
     workers do not all go to the first `most` nodes."""
-    cluster = make_cluster(racks=2, nodes_per_rack=8, cpus=16, memory_gb=64, gpus=4,
-                           gpu_memory_gb=16)
+    cluster = two_racks()
     rng = np.random.default_rng(0)
     outcomes = set()
     for _ in range(60):
