@@ -32,6 +32,7 @@ import argparse
 import math
 import time
 import zlib
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -112,6 +113,20 @@ def stats(s: LoggedOptimus) -> dict:
     return out
 
 
+@contextmanager
+def bias_drawn(how):
+    """Job.draw_bias replaced by `how` (None: as shipped) inside the block, restored after."""
+    shipped = jobs.Job.draw_bias
+    jobs.Job.draw_bias = how or shipped
+    try:
+        yield
+    finally:
+        jobs.Job.draw_bias = shipped
+
+
+MODES = (("bias drawn as shipped", None), ("bias apart", _bias_apart))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=len(RUNS), help="how many of RUNS (default all)")
@@ -122,24 +137,25 @@ def main() -> None:
     suite, where = load_suite("v2")
     insts = {i.key: i for i in instances(suite, where, say=lambda m: None)}
     t0 = time.process_time()
-    shipped = jobs.Job.draw_bias
-    if a.suite:
-        for mode in ("bias drawn as shipped", "bias apart"):
-            jobs.Job.draw_bias = shipped if mode == "bias drawn as shipped" else _bias_apart
-            logs = []
-            for key in sorted(k for k in insts if k.startswith("philly")):
-                for window, sc, seed in insts[key].runs("test"):
-                    jct = make_sim(sc, seed).run(Optimus()).summary()["avg_jct_s"]
-                    logs.append(math.log(jct))
-                    print(f"{mode}: {key} window {window} seed {seed}: avg JCT {jct:.1f} s", flush=True)
-            print(f"{mode}: geometric mean over {len(logs)} runs {math.exp(sum(logs) / len(logs)):.1f} s")
-        print(f"CPU {time.process_time() - t0:.1f} s")
-        return
-    for mode in ("bias drawn as shipped", "bias apart"):
-        jobs.Job.draw_bias = shipped if mode == "bias drawn as shipped" else _bias_apart
-        print(f"#### speed bias: {mode}")
-        run_all(insts, a.runs)
+    for mode, how in MODES:
+        with bias_drawn(how):
+            if a.suite:
+                run_suite(insts, mode)
+            else:
+                print(f"#### speed bias: {mode}")
+                run_all(insts, a.runs)
     print(f"CPU {time.process_time() - t0:.1f} s")
+
+
+def run_suite(insts, mode: str) -> None:
+    """Plain Optimus on every Philly test run of v2, and the geometric mean of its avg JCT."""
+    logs = []
+    for key in sorted(k for k in insts if k.startswith("philly")):
+        for window, sc, seed in insts[key].runs("test"):
+            jct = make_sim(sc, seed).run(Optimus()).summary()["avg_jct_s"]
+            logs.append(math.log(jct))
+            print(f"{mode}: {key} window {window} seed {seed}: avg JCT {jct:.1f} s", flush=True)
+    print(f"{mode}: geometric mean over {len(logs)} runs {math.exp(sum(logs) / len(logs)):.1f} s")
 
 
 def run_all(insts, n: int) -> None:
