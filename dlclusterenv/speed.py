@@ -33,6 +33,7 @@ otherwise one symmetric slowdown from the models' Gandiva-scale `gpu_util` (prof
 
 from __future__ import annotations
 
+import bisect
 import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -693,8 +694,7 @@ class RateCache:
         self._reset()
 
     def _reset(self) -> None:
-        self._ids: set[int] = set()
-        self._pos: dict[int, int] = {}  # id(plan) -> its column
+        self._plans: list[JobPlan] = []
         self._by_id: dict[int, JobPlan] = {}
         self._index: dict[int, set[int]] = {}  # node (n) or n_nodes + link -> ids of the plans there
         self._frac = 0  # plans with a fractional flow count
@@ -710,41 +710,46 @@ class RateCache:
         plans = list(map(_PLAN, jobs))
         for i in compress(count(), map(is_, plans, repeat(None))):
             plans[i] = job_plan(cluster, jobs[i])
-        ids = list(map(id, plans))
-        new = set(ids)
-        came_ids = new - self._ids
-        gone = sorted((self._by_id.pop(i) for i in self._ids - new), key=lambda p: self._pos[id(p)])
-        came_mask = list(map(came_ids.__contains__, ids))
-        came = list(compress(plans, came_mask))
-        n, index = cluster.n_nodes, self._index
+        # what changed: the plans between the common head and tail (found at C speed) that are
+        # not on both sides (plans are never changed in place; a moved task makes a new one)
+        old, n_old, n_new = self._plans, len(self._plans), len(plans)
+        n_min = min(n_old, n_new)
+        a = next(compress(count(), map(is_not, old, plans)), n_min)
+        b = min(next(compress(count(), map(is_not, reversed(old), reversed(plans))), n_min), n_min - a)
+        old_mid, new_mid = old[a : n_old - b], plans[a : n_new - b]
+        both = set(map(id, old_mid)).intersection(map(id, new_mid))
+        gone_at = [a + j for j, p in enumerate(old_mid) if id(p) not in both]
+        came_at = [a + j for j, p in enumerate(new_mid) if id(p) not in both]
+        n, index, by_id = cluster.n_nodes, self._index, self._by_id
         frac_before = self._frac
-        for p in gone:
-            s = p.scalars
-            self._frac -= not s.whole
-            for r in s.res:
+        for k in gone_at:
+            p = old[k]
+            del by_id[id(p)]
+            self._frac -= not p.scalars.whole
+            for r in p.scalars.res:
                 index[r].discard(id(p))
-        for p in came:
-            s = _scalars(p, n)
-            self._by_id[id(p)] = p
-            self._frac += not s.whole
-            for r in s.res:
+        for k in came_at:
+            p = plans[k]
+            sc = _scalars(p, n)
+            by_id[id(p)] = p
+            self._frac += not sc.whole
+            for r in sc.res:
                 index.setdefault(r, set()).add(id(p))
-        self._ids = new
         out = None
-        if self._blk is not None and not frac_before and not self._frac:
-            out = self._fast(cluster, jobs, plans, ids, gone, came, came_mask, came_ids, gpu_mode, overheads)
+        if self._blk is not None and not frac_before and not self._frac and (gone_at or came_at):
+            out = self._fast(cluster, jobs, plans, old, gone_at, came_at, gpu_mode, overheads)
         if out is None:
             out = self._full(cluster, jobs, plans, gpu_mode, overheads, packing)
             self.full_calls += 1
         else:
             self.fast_calls += 1
+        self._plans = plans
         return out
 
     def _full(self, cluster, jobs, plans, gpu_mode, overheads, packing) -> Rates:
         r = compute_rates(cluster, jobs, gpu_mode, overheads, packing, self.stack)
         flows_total, cnt, contended = r._state
         n_gpus = cluster.n_gpus
-        self._pos = dict(zip(map(id, plans), count()))
         self._ft = flows_total.tolist()
         self._cap = _cluster_consts(cluster).cap.tolist()
         self._nh: dict[int, tuple[float, float]] = {}  # id(plan) -> _net_host under _ft, once asked
@@ -754,7 +759,10 @@ class RateCache:
         coupled[contended] = True
         coupled[cluster.gpu_node[self._cnt >= 2]] = True
         self._coupled = coupled.tolist()
-        self._odd = bool(cnt[n_gpus:].any())  # workers on GPUs past the cluster's: always the full path
+        # the full path only: workers on GPUs past the cluster's; jobs not in ledger-row order
+        # (a job's place is found from its row)
+        self._rows = r.consts[:, ROW].tolist()
+        self._odd = bool(cnt[n_gpus:].any()) or any(map(float.__ge__, self._rows, self._rows[1:]))
         self._cpu_used, self._gpu_busy = r.cpu_used, r.gpu_busy
         self._nic = r.link_Bps[: 2 * cluster.n_nodes].copy()
         self._mode = gpu_mode.copy()
@@ -767,10 +775,21 @@ class RateCache:
         self._got = got
         return r
 
-    def _fast(self, cluster, jobs, plans, ids, gone, came, came_mask, came_ids, gpu_mode, overheads) -> Rates | None:
+    def _fast(self, cluster, jobs, plans, old, gone_at, came_at, gpu_mode, overheads) -> Rates | None:
         if self._odd:
             return None
         n, cc = cluster.n_nodes, _cluster_consts(cluster)
+        gone = [old[k] for k in gone_at]
+        came = [plans[k] for k in came_at]
+        # jobs stay in ledger-row order (their place is found from it)
+        rows = self._rows[:]
+        for k in reversed(gone_at):
+            del rows[k]
+        for k, p in zip(came_at, came):
+            row = p.scalars.k[ROW]
+            if (k and rows[k - 1] >= row) or (k < len(rows) and rows[k] <= row):
+                return None
+            rows.insert(k, row)
         dirty_nodes: set[int] = set()
         dirty_links: set[int] = set()
         for p in gone + came:
@@ -787,30 +806,27 @@ class RateCache:
         gpus_moved = set()
         for plist, d in ((gone, -1), (came, 1)):
             for p in plist:
-                s = p.scalars
-                for g in s.gpus:
+                sc = p.scalars
+                for g in sc.gpus:
                     if g >= n_gpus:
                         return None
                     if g >= 0:
                         cnt[g] += d
                         gpus_moved.add(g)
-                for link, f in zip(s.links, s.flows):
+                for link, f in zip(sc.links, sc.flows):
                     ft[link] += d * f
-        index, pos = self._index, dict(zip(ids, count()))
-        memo: dict[int, list[JobPlan]] = {}
+        index, by_id = self._index, self._by_id
 
-        def on(r: int) -> list[JobPlan]:  # the plans on a node or link, in job order
-            if r not in memo:
-                memo[r] = [plans[k] for k in sorted(map(pos.__getitem__, index.get(r, ())))]
-            return memo[r]
+        def on(r: int) -> list[_Scalars]:  # the plans on a node or link, in job order
+            return sorted((by_id[i].scalars for i in index.get(r, ())), key=_row_of)
 
         # the touched nodes, after: uncoupled too, and their cores in use (each task its want)
         cpu_cap, base, n_gpu_node = cc.cpu_cap, cluster.gpu_base, cluster.gpus
         used: dict[int, float] = {}
         for x in dirty_nodes:
             total = 0.0
-            for p in on(x):
-                for node, want in p.scalars.node_want:
+            for sc in on(x):
+                for node, want in sc.node_want:
                     if node == x:
                         total += want
             b = int(base[x])
@@ -818,66 +834,63 @@ class RateCache:
                 return None
             used[x] = total
         # the jobs to recompute: those that came, and those whose busiest link or host path moved
-        cap, ib, nh, by_id = self._cap, cc.ib, self._nh, self._by_id
+        cap, ib, nh = self._cap, cc.ib, self._nh
         for p in gone:
             nh.pop(id(p), None)
+        came_ids = set(map(id, came))
         redo = set(came_ids)
-        try:
-            for link in dirty_links:
-                f_old, f_new = ft_before[link], ft[link]
-                if f_old == f_new:
+        for link in dirty_links:
+            f_old, f_new = ft_before[link], ft[link]
+            if f_old == f_new:
+                continue
+            c = cap[link]
+            for i in index.get(n + link, ()):
+                if i in redo:
                     continue
-                c = cap[link]
-                for i in index.get(n + link, ()):
-                    if i in redo:
-                        continue
-                    if i not in nh:  # not known under the flows before: recomputed
-                        redo.add(i)
-                        continue
-                    s = by_id[i].scalars
-                    busiest = nh[i][0 if link < ib else 1]
-                    j = s.at[link]
-                    b, f = s.nbytes[j], s.flows[j]
-                    if not (b * f_old / c / f < busiest and b * f_new / c / f <= busiest):
-                        redo.add(i)
-            latency_s, rpc_s = cluster.config.network.latency_s, overheads.rpc_s
-            old_speed, old_pos = self._blk[0], self._pos
-            new_rows = []
+                if i not in nh:  # not known under the flows before: recomputed
+                    redo.add(i)
+                    continue
+                sc = by_id[i].scalars
+                j = sc.at[link]
+                b, f, busiest = sc.nbytes[j], sc.flows[j], nh[i][0 if link < ib else 1]
+                if f == 0 or c == 0 or not (b * f_old / c / f < busiest and b * f_new / c / f <= busiest):
+                    redo.add(i)
+        # the per-job rows: the gone ones out, the new ones in, then the recomputed ones
+        blk = self._blk
+        if gone_at:
+            blk = np.delete(blk, gone_at, axis=1)
+        if came_at:
+            cols = np.array([(0.0, 0.0, 0.0, sc.k[_NW] * sc.k[_GPU]) + sc.k for sc in (p.scalars for p in came)]).T
+            blk = np.insert(blk, [k - i for i, k in enumerate(came_at)], cols, axis=1)
+        else:
+            blk = blk.copy()
+        latency_s, rpc_s = cluster.config.network.latency_s, overheads.rpc_s
+        speed = blk[0]
+        changed = []
+        try:
             for i in redo:
-                s = by_id[i].scalars
-                if s.k[_SYNC] <= 0 or any(coupled[x] for x in s.nodes if x not in dirty_nodes):
+                sc = by_id[i].scalars
+                if sc.k[_SYNC] <= 0 or any(coupled[x] for x in sc.nodes if x not in dirty_nodes):
                     return None
-                nh[i] = net_host = _net_host(s, ft, cap, ib)
-                row = _uncoupled_speed(s, *net_host, latency_s, rpc_s)
-                if i in came_ids or row[0] != old_speed.item(old_pos[i]):
-                    new_rows.append((pos[i], row))  # (a job whose speed stands keeps its row)
+                nh[i] = net_host = _net_host(sc, ft, cap, ib)
+                row = _uncoupled_speed(sc, *net_host, latency_s, rpc_s)
+                k = bisect.bisect_left(rows, sc.k[ROW])
+                if i in came_ids or row[0] != speed.item(k):  # (a job whose speed stands keeps its row)
+                    blk[0:3, k] = row
+                    changed.append(sc)
         except ZeroDivisionError:  # (compute_rates' inf or nan)
             return None
-        # the per-job rows: the gone ones out, the new ones in, the recomputed ones written
-        blk = self._blk
-        if gone:
-            blk = np.delete(blk, [old_pos[id(p)] for p in gone], axis=1)
-        if came:
-            at = list(compress(count(), came_mask))
-            cols = np.array([(0.0, 0.0, 0.0, p.scalars.k[_NW] * p.scalars.k[_GPU]) + p.scalars.k for p in came]).T
-            blk = np.insert(blk, [k - i for i, k in enumerate(at)], cols, axis=1)
-        elif not gone and new_rows:
-            blk = blk.copy()
-        for k, row in new_rows:
-            blk[0:3, k] = row
         # NIC loads where a job's speed or a link's jobs changed, summed in job order
         nic_links = {link for link in dirty_links if link < 2 * n}
-        for k, _ in new_rows:
-            nic_links.update(link for link in plans[k].scalars.links if link < 2 * n)
+        for sc in changed:
+            nic_links.update(link for link in sc.links if link < 2 * n)
         nic = self._nic
         if nic_links:
             nic = nic.copy()
-            speed = blk[0]
             for link in nic_links:
                 total = 0.0
-                for p in on(n + link):
-                    s = p.scalars
-                    total += s.nbytes[s.at[link]] * (speed.item(pos[id(p)]) / s.k[_NW])
+                for sc in on(n + link):
+                    total += sc.nbytes[sc.at[link]] * (speed.item(bisect.bisect_left(rows, sc.k[ROW])) / sc.k[_NW])
                 nic[link] = total
         cpu_used = self._cpu_used
         if used:
@@ -891,13 +904,17 @@ class RateCache:
                 gpu_busy[g] = cnt[g] > 0
         got = self._got
         if any(id(p) in got for p in gone):
-            got = {i: v for i, v in got.items() if i in pos}
+            got = {i: v for i, v in got.items() if i in by_id}
         if len(mode_changed):
             self._mode = gpu_mode.copy()
-        self._pos, self._blk, self._got = pos, blk, got
+        self._rows, self._blk, self._got = rows, blk, got
         self._cpu_used, self._nic, self._gpu_busy = cpu_used, nic, gpu_busy
         return Rates(jobs, blk[0], blk[1], blk[2], blk[3], None, cpu_used, gpu_busy, plans, got, blk[4:].T,
                      nic=nic, n_link=cc.n_link)
+
+
+def _row_of(sc: _Scalars) -> float:
+    return sc.k[ROW]
 
 
 def alone_speed(cluster: Cluster, job: Job, ps_nodes, worker_nodes, overheads: Overheads,
