@@ -26,7 +26,7 @@ from .jobs import (DONE, L_BIAS, L_DOM, L_GPU, L_LAST, L_MARK, L_OBS_MEAN, L_OBS
 from .metrics import Metrics, summarize
 from .comm import link_capacity, pattern
 from .efficiency import Efficiency
-from .speed import ROW, SHARE, Colocation, PackingModel, RateCache, Rates, alone_speed
+from .speed import ROW, SHARE, Colocation, PackingModel, PlanStack, Rates, alone_speed, compute_rates
 
 EPS = 1e-9
 # Consecutive steps of the engine (loop turns of advance(), across calls) that may leave the clock
@@ -174,7 +174,7 @@ class Simulator:
         self._rates: Rates | None = None
         self._epoch: _Epoch | None = None  # what the engine needs per event, made with the rates
         self._ledger = Ledger(len(self.specs))  # every job's running totals (jobs.Ledger)
-        self._rate_cache = RateCache()  # the rates, recomputed where a change reaches (speed.RateCache)
+        self._plan_stack = PlanStack()  # the running jobs' plans, gathered once (speed.PlanStack)
         self._wakes: list[float] = []  # decision points schedulers asked for
         self.totals = Totals()
         self.done = False
@@ -657,7 +657,9 @@ class Simulator:
             awake = self.now + EPS
             running = self._running
             awake_jobs = running if self._pause_end <= awake else [j for j in running if j.paused_until <= awake]
-            self._rates = self._rate_cache.rates(self.cluster, awake_jobs, self.gpu_mode, self.overheads, self.packing)
+            self._rates = compute_rates(
+                self.cluster, awake_jobs, self.gpu_mode, self.overheads, self.packing, self._plan_stack
+            )
             self._epoch = _Epoch(self, running, awake_jobs, self._rates)
         return self._rates
 

@@ -33,7 +33,6 @@ otherwise one symmetric slowdown from the models' Gandiva-scale `gpu_util` (prof
 
 from __future__ import annotations
 
-import bisect
 import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -223,7 +222,6 @@ class JobPlan:
     nbytes: np.ndarray
     flows: np.ndarray
     consts: tuple  # the _NPS.._GPU columns
-    scalars: "_Scalars | None" = None  # its numbers as Python scalars, made when RateCache needs them
 
 
 def job_plan(cluster: Cluster, job: Job) -> JobPlan:
@@ -335,38 +333,21 @@ class Rates:
     """Speeds and loads under the current placement; per-job dicts and per-task cores are built
     when first read (the engine reads only the arrays, and rates change at every event)."""
 
-    def __init__(self, jobs, speed, cross_node, cross_rack, gpus, link_Bps, cpu_used, gpu_busy, plans, got, consts,
-                 nic: np.ndarray | None = None, n_link: int = 0):
+    def __init__(self, jobs, speed, cross_node, cross_rack, gpus, link_Bps, cpu_used, gpu_busy, plans, got, consts):
         # per running job, in the order given (arrays, for the engine's vectorised integration)
         self._jobs = jobs
         self.speed_arr, self.cross_node_arr, self.cross_rack_arr = speed, cross_node, cross_rack
         self.gpus_arr = gpus  # GPUs each job holds (attained service per second)
-        # link_Bps None (RateCache): summed from the plans when read, `nic` its NIC directions
-        self._link_Bps, self._n_link = link_Bps, n_link
+        self.link_Bps: np.ndarray = link_Bps  # bytes/s per link direction (see link_capacity)
         self.cpu_used: np.ndarray = cpu_used  # cores in use per node
         self.gpu_busy: np.ndarray = gpu_busy  # bool per GPU: a running worker computes on it
-        # got: cores per task of `plans` in their order, or (RateCache) a dict {id(plan): cores} of
-        # the jobs with a task on a contended node, every other task getting what it wants
         self._plans, self._got, self._cores = plans, got, None
-        self._state = None  # compute_rates' per-link flows, per-GPU workers, contended nodes
         self.consts = consts  # the jobs' JobPlan.consts, one row each (ROW, SHARE: the engine's)
         # cluster-wide totals, constant until the rates change (the engine integrates them)
         n = len(cpu_used)
         self.gpus_busy = float(gpu_busy.sum())
         self.cores_used = float(cpu_used.sum())
-        self.nic_Bps = float((link_Bps[: 2 * n] if nic is None else nic).sum())
-
-    @property
-    def link_Bps(self) -> np.ndarray:
-        """Bytes/s per link direction (see link_capacity)."""
-        if self._link_Bps is None:  # compute_rates' sum: each entry's bytes x its job's exchanges/s
-            plans = self._plans
-            moved = self.speed_arr / self.consts[:, _NW].astype(np.int64)
-            counts = [len(p.links) for p in plans]
-            nbytes = np.concatenate([p.nbytes for p in plans]) if plans else np.zeros(0)
-            links = np.concatenate([p.links for p in plans]) if plans else np.zeros(0, np.int64)
-            self._link_Bps = np.bincount(links, weights=nbytes * np.repeat(moved, counts), minlength=self._n_link)
-        return self._link_Bps
+        self.nic_Bps = float(link_Bps[: 2 * n].sum())
 
     @cached_property
     def row(self) -> dict[str, int]:
@@ -393,10 +374,7 @@ class Rates:
         """Cores each running task uses now."""
         if self._cores is None:
             task_ids = [t for p in self._plans for t in p.task_ids]
-            got = self._got
-            if isinstance(got, dict):
-                got = np.concatenate([got.get(id(p), p.want) for p in self._plans]) if self._plans else np.zeros(0)
-            self._cores = dict(zip(task_ids, got.tolist()))
+            self._cores = dict(zip(task_ids, self._got.tolist()))
         return self._cores
 
 
@@ -437,10 +415,8 @@ def compute_rates(
     n_link, cap = cc.n_link, cc.cap
     if not jobs:
         e = np.zeros(0)
-        r = Rates([], e, e, e, e, np.zeros(n_link), np.zeros(n), np.zeros(cluster.n_gpus, bool), [], np.zeros(0),
-                  np.zeros((0, _N_CONSTS)))
-        r._state = (np.zeros(n_link), np.zeros(cluster.n_gpus, np.int64), e.astype(np.int64))
-        return r
+        return Rates([], e, e, e, e, np.zeros(n_link), np.zeros(n), np.zeros(cluster.n_gpus, bool), [], np.zeros(0),
+                     np.zeros((0, _N_CONSTS)))
     plans = list(map(_PLAN, jobs))  # the cached plans, gathered at C speed; then the missing
     for i in compress(count(), map(is_, plans, repeat(None))):
         plans[i] = job_plan(cluster, jobs[i])
@@ -586,7 +562,7 @@ def compute_rates(
     moved = s / n_w  # steps/s of the exchange: a sync step, or one async worker's update
     xn = k[:, _XNODE] * moved
     xr = k[:, _XRACK] * moved
-    r = Rates(
+    return Rates(
         jobs,
         s,
         xn,
@@ -599,322 +575,6 @@ def compute_rates(
         got,
         k,
     )
-    r._state = (flows_total, cnt, contended)  # what a RateCache keeps to go on from these rates
-    return r
-
-
-class _Scalars:
-    """A plan's numbers as Python scalars, for RateCache's per-job path (made once per plan)."""
-
-    __slots__ = ("nodes", "res", "node_want", "gpus", "links", "nbytes", "flows", "whole", "at", "slowest", "k")
-
-    def __init__(self, plan: JobPlan, n_nodes: int):
-        t_node = plan.task_node.tolist()
-        self.nodes = tuple(sorted(set(t_node)))  # nodes it has a task on
-        self.links = tuple(plan.links.tolist())
-        # what it shares with other jobs: its nodes (n), its links (n_nodes + link)
-        self.res = self.nodes + tuple(n_nodes + link for link in self.links)
-        self.node_want = tuple(zip(t_node, plan.want.tolist()))  # (node, cores wanted) per task
-        self.gpus = tuple(plan.w_gpu.tolist())
-        self.nbytes, self.flows = plan.nbytes.tolist(), plan.flows.tolist()
-        self.whole = all(f.is_integer() and abs(f) < 2.0**40 for f in self.flows)  # flow counts: sums exact
-        self.at = {link: i for i, link in enumerate(self.links)}
-        self.slowest = max(plan.w_compute.tolist())
-        self.k = tuple(float(x) for x in plan.consts)  # as compute_rates stacks them (float64)
-
-
-def _scalars(plan: JobPlan, n_nodes: int) -> _Scalars:
-    if plan.scalars is None:
-        plan.scalars = _Scalars(plan, n_nodes)
-    return plan.scalars
-
-
-def _net_host(s: _Scalars, flows_total: list[float], cap: list[float], ib: int) -> tuple[float, float]:
-    """compute_rates' busiest network link and host path of one job, each link shared per flow
-    (0.0 where it has none of the kind), before the task-time floor."""
-    net = host = 0.0
-    for link, b, f in zip(s.links, s.nbytes, s.flows):
-        t = b * flows_total[link] / cap[link] / f
-        if link < ib:
-            net = max(net, t)
-        else:
-            host = max(host, t)
-    return net, host
-
-
-def _uncoupled_speed(s: _Scalars, net: float, host: float, latency_s: float, rpc_s: float) -> tuple[float, float, float]:
-    """compute_rates' speed, cross-node and cross-rack bytes/s of one sync job none of whose
-    nodes is contended or has a GPU with two workers (so each task gets the cores it wants and
-    each worker its GPU: factors 1), from its busiest link and host path (`_net_host`):
-    compute_rates' operations on Python floats in its order (the same IEEE bits)."""
-    k = s.k
-    comm = max(net, k[_TASK_TIME]) + host + latency_s * k[_MESSAGES]
-    slowest, n_ps, n_w = s.slowest, k[_NPS], k[_NW]
-    if n_ps > 0:
-        every = k[_EVERY]
-        rpc = rpc_s * (n_ps + n_w) / every
-        upd = k[_UPDATE] / n_ps / every
-        x_sync = comm + upd * n_w
-        t_fixed = slowest + k[_OVERHEAD] + rpc
-    else:  # compute_rates' PS terms are 0.0 here, and a + 0.0 is a
-        x_sync = comm
-        t_fixed = slowest + k[_OVERHEAD]
-    speed = n_w / (t_fixed + x_sync - min(k[_PHI] * slowest, k[_OMEGA] * x_sync))
-    moved = speed / n_w
-    return speed, k[_XNODE] * moved, k[_XRACK] * moved
-
-
-class RateCache:
-    """compute_rates kept between calls: after a change, only the jobs it reaches are recomputed
-    (issue 14: "after a change, recompute only the jobs that share a link with it").
-
-    Why: at Philly scale ~200 jobs run and a decision point starts or ends one or two, yet
-    compute_rates ran its array pipeline and PlanStack splice over all of them: most of the
-    engine's time. A job's speed depends on other jobs only through what they share: the flows on
-    a link it uses (each link direction is split per flow), the cores of a contended node, a GPU
-    with two workers or more (and, time-sliced per server, that GPU's node). So when every node a
-    change touches (the started, ended or moved jobs' nodes; GPUs whose mode changed) is
-    uncontended and has no shared GPU, before and after, only the started jobs and the jobs whose
-    busiest link or host path changed can change speed. Those are recomputed one by one
-    (`_uncoupled_speed`, which needs them sync and on such nodes only); a job on a link whose
-    flows changed keeps its speed when that link was not its busiest and is not now. Per-node
-    cores and NIC loads are summed again where the change reached them, over the jobs there in
-    job order, as compute_rates' bincounts do; flows per link are whole counts, kept by adding
-    and taking away (exact); other links' loads are summed when read (Rates.link_Bps). Otherwise
-    (a contended node or a shared GPU in reach, an async job or one on such a node to
-    recompute, fractional flow counts, a GPU past the cluster's) the whole compute_rates runs.
-    The float operations are compute_rates' own in its order, so the rates are the same bits
-    either way (tests/test_engine_identity.py, tests/test_rate_cache.py). The per-job columns
-    are kept as one array: rows speed, cross-node, cross-rack, GPUs, then JobPlan.consts."""
-
-    def __init__(self) -> None:
-        self.stack = PlanStack()  # compute_rates' (the full path's)
-        self.full_calls = self.fast_calls = 0
-        self._key: tuple | None = None
-        self._reset()
-
-    def _reset(self) -> None:
-        self._plans: list[JobPlan] = []
-        self._by_id: dict[int, JobPlan] = {}
-        self._index: dict[int, set[int]] = {}  # node (n) or n_nodes + link -> ids of the plans there
-        self._frac = 0  # plans with a fractional flow count
-        self._blk = None  # per-job rows (see above); None: no rates to go on from
-
-    def rates(self, cluster: Cluster, jobs: list[Job], gpu_mode: np.ndarray, overheads: Overheads,
-              packing: PackingModel) -> Rates:
-        """compute_rates(cluster, jobs, gpu_mode, overheads, packing), the same bits."""
-        key = (cluster, overheads, packing)
-        if self._key is None or any(map(is_not, key, self._key)):
-            self._key = key
-            self._reset()
-        plans = list(map(_PLAN, jobs))
-        for i in compress(count(), map(is_, plans, repeat(None))):
-            plans[i] = job_plan(cluster, jobs[i])
-        # what changed: the plans between the common head and tail (found at C speed) that are
-        # not on both sides (plans are never changed in place; a moved task makes a new one)
-        old, n_old, n_new = self._plans, len(self._plans), len(plans)
-        n_min = min(n_old, n_new)
-        a = next(compress(count(), map(is_not, old, plans)), n_min)
-        b = min(next(compress(count(), map(is_not, reversed(old), reversed(plans))), n_min), n_min - a)
-        old_mid, new_mid = old[a : n_old - b], plans[a : n_new - b]
-        both = set(map(id, old_mid)).intersection(map(id, new_mid))
-        gone_at = [a + j for j, p in enumerate(old_mid) if id(p) not in both]
-        came_at = [a + j for j, p in enumerate(new_mid) if id(p) not in both]
-        n, index, by_id = cluster.n_nodes, self._index, self._by_id
-        frac_before = self._frac
-        for k in gone_at:
-            p = old[k]
-            del by_id[id(p)]
-            self._frac -= not p.scalars.whole
-            for r in p.scalars.res:
-                index[r].discard(id(p))
-        for k in came_at:
-            p = plans[k]
-            sc = _scalars(p, n)
-            by_id[id(p)] = p
-            self._frac += not sc.whole
-            for r in sc.res:
-                index.setdefault(r, set()).add(id(p))
-        out = None
-        if self._blk is not None and not frac_before and not self._frac and (gone_at or came_at):
-            out = self._fast(cluster, jobs, plans, old, gone_at, came_at, gpu_mode, overheads)
-        if out is None:
-            out = self._full(cluster, jobs, plans, gpu_mode, overheads, packing)
-            self.full_calls += 1
-        else:
-            self.fast_calls += 1
-        self._plans = plans
-        return out
-
-    def _full(self, cluster, jobs, plans, gpu_mode, overheads, packing) -> Rates:
-        r = compute_rates(cluster, jobs, gpu_mode, overheads, packing, self.stack)
-        flows_total, cnt, contended = r._state
-        n_gpus = cluster.n_gpus
-        self._ft = flows_total.tolist()
-        self._cap = _cluster_consts(cluster).cap.tolist()
-        self._nh: dict[int, tuple[float, float]] = {}  # id(plan) -> _net_host under _ft, once asked
-        self._cnt = np.zeros(n_gpus, np.int64)
-        self._cnt[: min(len(cnt), n_gpus)] = cnt[:n_gpus]
-        coupled = np.zeros(cluster.n_nodes, bool)
-        coupled[contended] = True
-        coupled[cluster.gpu_node[self._cnt >= 2]] = True
-        self._coupled = coupled.tolist()
-        # the full path only: workers on GPUs past the cluster's; jobs not in ledger-row order
-        # (a job's place is found from its row)
-        self._rows = r.consts[:, ROW].tolist()
-        self._odd = bool(cnt[n_gpus:].any()) or any(map(float.__ge__, self._rows, self._rows[1:]))
-        self._cpu_used, self._gpu_busy = r.cpu_used, r.gpu_busy
-        self._nic = r.link_Bps[: 2 * cluster.n_nodes].copy()
-        self._mode = gpu_mode.copy()
-        self._blk = np.vstack([r.speed_arr, r.cross_node_arr, r.cross_rack_arr, r.gpus_arr, r.consts.T])
-        got: dict[int, np.ndarray] = {}
-        if len(contended):  # the jobs with a task that gets other than what it wants
-            ends, want = self.stack.ends("task"), self.stack.arrays["want"]
-            for k in np.flatnonzero(np.logical_or.reduceat(r._got != want, ends[:-1])):
-                got[id(plans[k])] = r._got[ends[k] : ends[k + 1]]
-        self._got = got
-        return r
-
-    def _fast(self, cluster, jobs, plans, old, gone_at, came_at, gpu_mode, overheads) -> Rates | None:
-        if self._odd:
-            return None
-        n, cc = cluster.n_nodes, _cluster_consts(cluster)
-        gone = [old[k] for k in gone_at]
-        came = [plans[k] for k in came_at]
-        # jobs stay in ledger-row order (their place is found from it)
-        rows = self._rows[:]
-        for k in reversed(gone_at):
-            del rows[k]
-        for k, p in zip(came_at, came):
-            row = p.scalars.k[ROW]
-            if (k and rows[k - 1] >= row) or (k < len(rows) and rows[k] <= row):
-                return None
-            rows.insert(k, row)
-        dirty_nodes: set[int] = set()
-        dirty_links: set[int] = set()
-        for p in gone + came:
-            dirty_nodes.update(p.scalars.nodes)
-            dirty_links.update(p.scalars.links)
-        mode_changed = np.flatnonzero(gpu_mode != self._mode)
-        dirty_nodes.update(cluster.gpu_node[mode_changed].tolist())
-        coupled = self._coupled
-        if any(coupled[x] for x in dirty_nodes):
-            return None
-        # workers per GPU and flows per link: whole counts, kept by adding and taking away (exact)
-        cnt, n_gpus, ft = self._cnt, cluster.n_gpus, self._ft
-        ft_before = {link: ft[link] for link in dirty_links}
-        gpus_moved = set()
-        for plist, d in ((gone, -1), (came, 1)):
-            for p in plist:
-                sc = p.scalars
-                for g in sc.gpus:
-                    if g >= n_gpus:
-                        return None
-                    if g >= 0:
-                        cnt[g] += d
-                        gpus_moved.add(g)
-                for link, f in zip(sc.links, sc.flows):
-                    ft[link] += d * f
-        index, by_id = self._index, self._by_id
-
-        def on(r: int) -> list[_Scalars]:  # the plans on a node or link, in job order
-            return sorted((by_id[i].scalars for i in index.get(r, ())), key=_row_of)
-
-        # the touched nodes, after: uncoupled too, and their cores in use (each task its want)
-        cpu_cap, base, n_gpu_node = cc.cpu_cap, cluster.gpu_base, cluster.gpus
-        used: dict[int, float] = {}
-        for x in dirty_nodes:
-            total = 0.0
-            for sc in on(x):
-                for node, want in sc.node_want:
-                    if node == x:
-                        total += want
-            b = int(base[x])
-            if total > cpu_cap[x] or cnt[b : b + int(n_gpu_node[x])].max(initial=0) >= 2:
-                return None
-            used[x] = total
-        # the jobs to recompute: those that came, and those whose busiest link or host path moved
-        cap, ib, nh = self._cap, cc.ib, self._nh
-        for p in gone:
-            nh.pop(id(p), None)
-        came_ids = set(map(id, came))
-        redo = set(came_ids)
-        for link in dirty_links:
-            f_old, f_new = ft_before[link], ft[link]
-            if f_old == f_new:
-                continue
-            c = cap[link]
-            for i in index.get(n + link, ()):
-                if i in redo:
-                    continue
-                if i not in nh:  # not known under the flows before: recomputed
-                    redo.add(i)
-                    continue
-                sc = by_id[i].scalars
-                j = sc.at[link]
-                b, f, busiest = sc.nbytes[j], sc.flows[j], nh[i][0 if link < ib else 1]
-                if f == 0 or c == 0 or not (b * f_old / c / f < busiest and b * f_new / c / f <= busiest):
-                    redo.add(i)
-        # the per-job rows: the gone ones out, the new ones in, then the recomputed ones
-        blk = self._blk
-        if gone_at:
-            blk = np.delete(blk, gone_at, axis=1)
-        if came_at:
-            cols = np.array([(0.0, 0.0, 0.0, sc.k[_NW] * sc.k[_GPU]) + sc.k for sc in (p.scalars for p in came)]).T
-            blk = np.insert(blk, [k - i for i, k in enumerate(came_at)], cols, axis=1)
-        else:
-            blk = blk.copy()
-        latency_s, rpc_s = cluster.config.network.latency_s, overheads.rpc_s
-        speed = blk[0]
-        changed = []
-        try:
-            for i in redo:
-                sc = by_id[i].scalars
-                if sc.k[_SYNC] <= 0 or any(coupled[x] for x in sc.nodes if x not in dirty_nodes):
-                    return None
-                nh[i] = net_host = _net_host(sc, ft, cap, ib)
-                row = _uncoupled_speed(sc, *net_host, latency_s, rpc_s)
-                k = bisect.bisect_left(rows, sc.k[ROW])
-                if i in came_ids or row[0] != speed.item(k):  # (a job whose speed stands keeps its row)
-                    blk[0:3, k] = row
-                    changed.append(sc)
-        except ZeroDivisionError:  # (compute_rates' inf or nan)
-            return None
-        # NIC loads where a job's speed or a link's jobs changed, summed in job order
-        nic_links = {link for link in dirty_links if link < 2 * n}
-        for sc in changed:
-            nic_links.update(link for link in sc.links if link < 2 * n)
-        nic = self._nic
-        if nic_links:
-            nic = nic.copy()
-            for link in nic_links:
-                total = 0.0
-                for sc in on(n + link):
-                    total += sc.nbytes[sc.at[link]] * (speed.item(bisect.bisect_left(rows, sc.k[ROW])) / sc.k[_NW])
-                nic[link] = total
-        cpu_used = self._cpu_used
-        if used:
-            cpu_used = cpu_used.copy()
-            for x, v in used.items():
-                cpu_used[x] = v
-        gpu_busy = self._gpu_busy
-        if gpus_moved:
-            gpu_busy = gpu_busy.copy()
-            for g in gpus_moved:
-                gpu_busy[g] = cnt[g] > 0
-        got = self._got
-        if any(id(p) in got for p in gone):
-            got = {i: v for i, v in got.items() if i in by_id}
-        if len(mode_changed):
-            self._mode = gpu_mode.copy()
-        self._rows, self._blk, self._got = rows, blk, got
-        self._cpu_used, self._nic, self._gpu_busy = cpu_used, nic, gpu_busy
-        return Rates(jobs, blk[0], blk[1], blk[2], blk[3], None, cpu_used, gpu_busy, plans, got, blk[4:].T,
-                     nic=nic, n_link=cc.n_link)
-
-
-def _row_of(sc: _Scalars) -> float:
-    return sc.k[ROW]
 
 
 def alone_speed(cluster: Cluster, job: Job, ps_nodes, worker_nodes, overheads: Overheads,
