@@ -239,8 +239,18 @@ class Job:
 
     @steps_done.setter
     def steps_done(self, value: float) -> None:
-        self._queue_epochs()  # the epochs ended so far count at the work they ended at
-        self.ledger.steps[self.row] = value
+        """Set the work done. The engine sets it where its integration stops a float residue off
+        an exact value (a job's total at its end, an efficiency bucket's edge). The epochs ended
+        so far are queued at the work they ended at; a value past the old work ends the epochs
+        between the two too, so the old work becomes the mark they are queued from (without it,
+        a job whose last epoch boundary is its total, reached only by the snap, reported one loss
+        point short)."""
+        self._queue_epochs()
+        led, r = self.ledger, self.row
+        old = led.steps.item(r)
+        if value > old:
+            led.mark[r] = old
+        led.steps[r] = value
 
     run_s = _column("run_s", "Seconds it has run (placed, not paused).")
     attained_gpu_s = _column("gpu_s", "GPU-seconds received so far (Tiresias' attained service).")
@@ -424,8 +434,9 @@ class Job:
 
     def _queue_epochs(self) -> None:
         """Queue for loss draws the epochs that ended since the ledger's mark: the work at the
-        start of the intervals run since the last queueing (sim._integrate sets it). Epochs
-        count once, up to `total_epochs`, in the order they ended."""
+        start of the intervals run since the last queueing (sim._integrate sets it), or before
+        the steps_done setter moved it forward. Epochs count once, up to `total_epochs`, in the
+        order they ended."""
         led, r = self.ledger, self.row
         mark = led.mark.item(r)
         if math.isnan(mark):

@@ -48,3 +48,16 @@ def test_a_job_stopped_before_any_epoch_replays_an_empty_history():
     assert job.epochs_done == 0
     sim.stop(job.job_id)
     assert job.status == DONE and job.obs_loss == [] and job.loss_history() == ()
+
+
+def test_a_finished_synthetic_job_reports_exactly_its_epochs_loss_points():
+    """A job's last epoch ends at its total work, which the engine sets exactly at the end (the
+    integration stops a float residue short); that epoch counts (steps_done's setter). On main
+    9c985a2, 15 of `default`'s 60 jobs under FIFO ended one loss point short."""
+    sim = dlclusterenv.make_sim("default", 0)
+    sim.run(baselines.make("fifo"))
+    ended = [j for j in sim.jobs.values() if j.status == DONE]
+    assert len(ended) == 60
+    for job in ended:
+        assert job.steps_done == job.total_steps == job.total_epochs * job.steps_per_epoch
+        assert [k for k, _ in job.obs_loss] == list(range(1, job.total_epochs + 1)), job.job_id
