@@ -132,7 +132,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=len(RUNS), help="how many of RUNS (default all)")
     ap.add_argument("--suite", action="store_true",
                     help="instead: plain Optimus on all 16 v2 Philly test runs under both bias "
-                         "streams, with the geometric mean of avg JCT (about a CPU-minute)")
+                         "streams, with the geometric mean of avg JCT (about 30 CPU-s)")
     a = ap.parse_args()
     suite, where = load_suite("v2")
     insts = {i.key: i for i in instances(suite, where, say=lambda m: None)}
