@@ -318,9 +318,10 @@ class Job:
         measured with a 2% error fixed per configuration, as a profiler's.
 
         From a generator of its own: the (p, w) child of the job's seed (the SeedSequence of its
-        loss generator, [workload seed, arrival index] in the engine) by numpy's spawn key, which
-        pads the parent's entropy so that no child's stream equals a plain seed's. So the bias is
-        a pure function of (seed, job, p, w), the same whenever and however often the shape runs;
+        loss generator, [workload seed, arrival index] in the engine) by numpy's spawn key, its
+        documented way to derive independent streams from one seed (the entropy is padded before
+        the key, so no child is any job's loss generator). So the bias is a pure function of
+        (seed, job, p, w), the same whenever and however often the shape runs;
         drawn from the loss generator (as before branch bias7) it moved with the number of epochs
         ended before a resize, and the loss generator now draws losses only."""
         key = (self.num_ps, self.num_workers)
