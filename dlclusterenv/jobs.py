@@ -188,7 +188,9 @@ class Job:
 
     spec: JobSpec
     model: ModelSpec
-    rng: np.random.Generator | None  # the job's own draws; None once it ended (release_losses)
+    # the job's loss draws, and the seed of its speed biases (draw_bias); None once it ended
+    # (release_losses)
+    rng: np.random.Generator | None
     total_epochs: int
     rel_delta: float = 0.0  # the job's stopping threshold (see stop_delta)
     status: str = PENDING
@@ -202,11 +204,8 @@ class Job:
     _loss: list[tuple[int, float]] = field(default_factory=list, repr=False)
     _loss_tuple: tuple[tuple[int, float], ...] = field(default=(), repr=False)  # see loss_history
     _loss_due: list[list[int]] = field(default_factory=list, repr=False)  # [first, last] epochs
-    # what replays the losses once they are released (see release_losses): the generator's state
-    # before its first draw, the loss points drawn before each speed-bias draw, and, after the
-    # release, the number of epochs that ended (None while the history is held)
-    _rng_start: dict | None = field(default=None, repr=False)
-    _bias_at: list[int] = field(default_factory=list, repr=False)
+    # after the release of the losses (see release_losses), the number of epochs that ended (None
+    # while the history is held)
     _epochs_ended: int | None = field(default=None, repr=False)
     _bias: dict[tuple[int, int], float] = field(default_factory=dict)
     locality: list[int] = field(default_factory=lambda: [0, 0, 0])  # data/rack-local, off-switch
@@ -229,6 +228,7 @@ class Job:
         if self.ledger is None:
             self.ledger, self.row = Ledger(1), 0
         self.ledger.total[self.row] = self.total_steps
+        self._rng_start = self.rng.bit_generator.state  # before any draw: replays the losses
         # measured speeds of (p, w)s run before; the current one's accumulates in the ledger
         # while `_obs_live` (see _obs_out)
         self._obs_speed: dict[tuple[int, int], float] = {}
@@ -239,8 +239,18 @@ class Job:
 
     @steps_done.setter
     def steps_done(self, value: float) -> None:
-        self._queue_epochs()  # the epochs ended so far count at the work they ended at
-        self.ledger.steps[self.row] = value
+        """Set the work done. The engine sets it where its integration stops a float residue off
+        an exact value (a job's total at its end, an efficiency bucket's edge). The epochs ended
+        so far are queued at the work they ended at; a value past the old work ends the epochs
+        between the two too, so the old work becomes the mark they are queued from (without it,
+        a job whose last epoch boundary is its total, reached only by the snap, reported one loss
+        point short)."""
+        self._queue_epochs()
+        led, r = self.ledger, self.row
+        old = led.steps.item(r)
+        if value > old:
+            led.mark[r] = old
+        led.steps[r] = value
 
     run_s = _column("run_s", "Seconds it has run (placed, not paused).")
     attained_gpu_s = _column("gpu_s", "GPU-seconds received so far (Tiresias' attained service).")
@@ -305,13 +315,20 @@ class Job:
 
     def draw_bias(self) -> None:
         """The current (p, w)'s speed-measurement bias, drawn when it first runs: speeds are
-        measured with a 2% error fixed per configuration, as a profiler's. Drawn after the loss
-        points of the epochs that ended before (the generator's order)."""
-        self._draw_losses()
-        self._bias_at.append(len(self._loss))
-        self._start_state()
+        measured with a 2% error fixed per configuration, as a profiler's.
+
+        From a generator of its own: the (p, w) child of the job's seed (the SeedSequence of its
+        loss generator, [workload seed, arrival index] in the engine) by numpy's spawn key, its
+        documented way to derive independent streams from one seed (the entropy is padded before
+        the key, so no child is any job's loss generator). So the bias is a pure function of
+        (seed, job, p, w), the same whenever and however often the shape runs;
+        drawn from the loss generator (as before branch bias7) it moved with the number of epochs
+        ended before a resize, and the loss generator now draws losses only."""
         key = (self.num_ps, self.num_workers)
-        self._bias[key] = self.ledger.bias[self.row] = 1.0 + 0.02 * float(self.rng.standard_normal())
+        seed = self.rng.bit_generator.seed_seq
+        child = np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, *key))
+        z = np.random.default_rng(child).standard_normal()
+        self._bias[key] = self.ledger.bias[self.row] = 1.0 + 0.02 * float(z)
 
     @cached_property
     def steps_per_epoch(self) -> int | float:
@@ -418,8 +435,9 @@ class Job:
 
     def _queue_epochs(self) -> None:
         """Queue for loss draws the epochs that ended since the ledger's mark: the work at the
-        start of the intervals run since the last queueing (sim._integrate sets it). Epochs
-        count once, up to `total_epochs`, in the order they ended."""
+        start of the intervals run since the last queueing (sim._integrate sets it), or before
+        the steps_done setter moved it forward. Epochs count once, up to `total_epochs`, in the
+        order they ended."""
         led, r = self.ledger, self.row
         mark = led.mark.item(r)
         if math.isnan(mark):
@@ -438,9 +456,8 @@ class Job:
     @property
     def obs_loss(self) -> list[tuple[int, float]]:
         """(epoch, observed loss) per finished epoch: the model's loss with relative noise per
-        epoch. Drawn when asked, from the job's generator in the order the epochs ended (a new
-        (p, w)'s speed bias draws after the epochs before it), so the values do not depend on
-        when they are read.
+        epoch. Drawn when asked, from the job's generator in the order the epochs ended (epoch
+        n's noise is its n-th normal draw), so the values do not depend on when they are read.
 
         Once the job has ended (release_losses) the history is not kept: each read replays it
         from the generator's start, a new list equal to the one the job held, in time
@@ -463,31 +480,24 @@ class Job:
     def release_losses(self) -> None:
         """The job has ended (Simulator._end): drop its loss history and generator, which held a
         Python tuple per epoch for the rest of the run (Philly jobs run up to 478,000 epochs;
-        the whole trace's histories took gigabytes). Its generator draws nothing after the end
-        (losses and speed biases are drawn for jobs still in the system only), so the history
-        is fixed now: epochs 1..n, replayed on read (obs_loss)."""
+        the whole trace's histories took gigabytes). Its generator draws losses only, for epochs
+        that ended, so the history is fixed now: epochs 1..n, replayed on read (obs_loss)."""
         self._queue_epochs()
         due = self._loss_due
         self._epochs_ended = due[-1][1] if due else len(self._loss)
         self._loss, self._loss_tuple, self._loss_due, self.rng = [], (), [], None
 
     def _replay_losses(self) -> list[tuple[int, float]]:
-        """An ended job's history, drawn again from the generator's start state with the speed-bias
-        draws where they fell. Epochs end in order and count once, so the history is epochs
-        1..n with the n-th normal draw (bias draws skipped) as epoch n's noise."""
+        """An ended job's history, drawn again from the generator's start state. Epochs end in
+        order and count once, so the history is epochs 1..n with the n-th normal draw as epoch
+        n's noise."""
         n = self._epochs_ended
-        if not n:  # no epoch ended (it may never have drawn)
+        if not n:  # no epoch ended
             return []
         start = self._rng_start
         rng = np.random.Generator(getattr(np.random, start["bit_generator"])())
         rng.bit_generator.state = start
-        z, drawn = [], 0
-        for at in self._bias_at:
-            z += rng.standard_normal(at - drawn).tolist()
-            rng.standard_normal()
-            drawn = at
-        z += rng.standard_normal(n - drawn).tolist()
-        return self._loss_points(range(1, n + 1), z)
+        return self._loss_points(range(1, n + 1), rng.standard_normal(n).tolist())
 
     def _loss_points(self, epochs, z: list[float]) -> list[tuple[int, float]]:
         """(epoch, observed loss) for these epochs and their normal draws (one formula for the
@@ -501,10 +511,4 @@ class Job:
             return
         epochs = [k for a, b in self._loss_due for k in range(a, b + 1)]
         self._loss_due.clear()
-        self._start_state()
         self._loss += self._loss_points(epochs, self.rng.standard_normal(len(epochs)).tolist())
-
-    def _start_state(self) -> None:
-        """Keep the generator's state before its first draw (for _replay_losses)."""
-        if self._rng_start is None:
-            self._rng_start = self.rng.bit_generator.state

@@ -72,8 +72,8 @@ def test_remaining_work_is_duration_times_size():
     sim.advance()
     job = sim.view().job("j")
     assert sim.now == 100 and job.steps_done == pytest.approx(100 / 0.3)
-    f = job.observed_speed[(1, 1)]  # measured, near 1 / 0.3
-    assert f == pytest.approx(1 / 0.3, rel=0.01)
+    f = job.observed_speed[(1, 1)]  # measured: 1 / 0.3 with the shape's 2% bias (Job.draw_bias)
+    assert f == pytest.approx(sim.jobs["j"]._bias[(1, 1)] / 0.3, rel=1e-9) and f != 1 / 0.3
     assert sched.remaining_seconds(job) == pytest.approx((100_000 - 100 / 0.3) / f)
 
 

@@ -6,7 +6,11 @@ learner sees: observations, `action_masks()`, rewards, terminated / truncated an
 digests were recorded on main at 7c85e8d, before the change; a digest that moves means a
 trajectory changed. The Share env's digest was re-recorded at gts5: the engine's default
 time-slicing became server-wide (`Overheads.time_slice: server`, Gandiva's Fig. 9), which changes
-the speeds of its time-sliced jobs; the other envs do not time-slice and kept theirs."""
+the speeds of its time-sliced jobs; the other envs do not time-slice and kept theirs. Every digest
+was re-recorded at bias7: a job's speed biases come from generators of their own, so its loss
+generator draws losses only and every loss moved by one normal draw; the observations carry them
+(a job slot's loss ratio, last / first). With the observations left out (masks, rewards, ends,
+infos), every case hashes the same on main 9c985a2 and on bias7."""
 
 from __future__ import annotations
 
@@ -24,20 +28,20 @@ import dlclusterenv
 SHAPED = {"reward": {"jct": 1.0, "traffic": 0.5, "utilisation": 0.25, "makespan": 0.1},
           "shaping": True, "shaping_gamma": 0.99}
 
-# (id, options, steps) -> sha256 recorded on main 7c85e8d
+# (id, options, steps) -> sha256 recorded on main 7c85e8d, re-recorded at bias7
 PINS = {
-    ("DLCluster-v0", '{"max_steps": 500}', 1500): "91ad77dde194d33cdc64c8e3e7f6500aa00f8ed0ef17ca113894dc2176f7250f",
-    ("DLClusterPlace-v0", "{}", 2000): "42a7d11e2a64998010da1a6832c6efeb6444c2a5f6502235bec0046d7618f2e1",
-    ("DLClusterPlace-v0", '{"work_conserving": true}', 1000): "6d5bd8cdfa367c4d86098045bfecff8722a92fcaa7352e739400b0b16502d81d",
-    ("DLClusterPlace-v0", json.dumps(SHAPED), 1000): "bf5d4e9bc8d0c62b2c9a8fe6c218bbe9649bb553363d5952b2b33343228755fe",
-    ("DLClusterAlloc-v0", '{"max_steps": 400}', 1000): "19193a8139c499b2f18a8dfe0da105161aaf27f54878ab7816390a72b4411c94",
-    ("DLClusterAlloc-v0", '{"shapes": [[1, 1], [2, 4], [4, 8]]}', 600): "31d3a8aad4b75a3fca983bbbbcfc1ad7dbcb81584e8c010dc3fa137e11747201",
-    ("DLClusterJoint-v0", json.dumps({**SHAPED, "max_steps": 600}), 1500): "7976759380f0447b62b6fa0cda7528262fb98ef9a1109a6cfa16684c76404030",
-    ("DLClusterShare-v0", '{"max_steps": 400}', 1500): "8de6607979f497d389902c5ce75682423260912ba974d8aa4b5a3db9947a6991"  # gts5,
+    ("DLCluster-v0", '{"max_steps": 500}', 1500): "ab77d3b22a5a8cb72d14a0a0be20d795c7f549a49e73c3528fa7adc7f380795f",
+    ("DLClusterPlace-v0", "{}", 2000): "880a704bc002c43fed828af985fb2e8e36dd474942223f61ccdcc8c7fd44c680",
+    ("DLClusterPlace-v0", '{"work_conserving": true}', 1000): "c33ab974313e9303994374e456e1936abfbf266df5921ed341a5d1f8a303c36d",
+    ("DLClusterPlace-v0", json.dumps(SHAPED), 1000): "7e32294c08c3533e9703ac28d93cad745b6b63054cc81e54f46eba93efbd750d",
+    ("DLClusterAlloc-v0", '{"max_steps": 400}', 1000): "183b1e5daec8a14a71bff9f1d46d777056cb10dc1bfca361562963913c92f46c",
+    ("DLClusterAlloc-v0", '{"shapes": [[1, 1], [2, 4], [4, 8]]}', 600): "248ad691fa93121f9d7f3f7672fc44cc4049c0eeb54b6babbab01a862e010caa",
+    ("DLClusterJoint-v0", json.dumps({**SHAPED, "max_steps": 600}), 1500): "4712cbc6963d8b81f6915fc3fa895f217f98346e59d7700b12fa148ecdb4c05e",
+    ("DLClusterShare-v0", '{"max_steps": 400}', 1500): "7774379c8963590b2a960f4dc1debb61d019ab83d17b419cbd0d8260bfc19227"  # gts5,
 }
 VEC_PINS = {
-    ("DLClusterPlace-v0", 4, 400): "fc8f527d27c2851fced25605e8cd729ed84ec0485e07416a60182097d673e62c",
-    ("DLClusterJoint-v0", 3, 300): "d4ae583e5829a717291eb8494c9673fbcb89aacae61e87fec5931e86995cbcc5",
+    ("DLClusterPlace-v0", 4, 400): "f60b547ae8582d7606a941a62cc71ee4c5f97f2244a49f933ffd4768a0d71ed8",
+    ("DLClusterJoint-v0", 3, 300): "5c58c87a0c0972a3a2abc5e52208daa8e73e1fd9a49a5854acef6a1c59edff66",
 }
 
 

@@ -33,3 +33,17 @@ def test_truth_variant_reads_the_truth():
     truth, pol = _run(bench.LoggedOptimus("all"))
     assert truth != plain  # the estimate matters on default; the truth is what it returned
     assert any(abs(v[2] - v[3]) > 1.0 for v in pol.est.values())  # it logged its own estimate apart
+
+
+def test_the_old_bias_stream_gives_mains_decisions_before_bias7():
+    """The script's loss-stream bias (Job.draw_bias until branch bias7) reproduces Optimus'
+    decisions on main 9c985a2 (its MAIN_LOGS digest, seed 0), and the block restores draw_bias."""
+    from dlclusterenv.jobs import Job
+    from helpers import decision_digest
+
+    shipped = Job.draw_bias
+    with bench.bias_drawn(bench._bias_from_loss_stream):
+        old = decision_digest("default", "optimus", 0)
+    assert Job.draw_bias is shipped
+    assert old == "544b38dfd8fb9607"
+    assert decision_digest("default", "optimus", 0) != old
