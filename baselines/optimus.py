@@ -85,6 +85,10 @@ Choices where the sources leave room:
   server, so the trial for one more task gives it back server by server, not task by task, and
   the Fig. 10 search reads candidate servers only up to the k it tries; a trial costs about the
   servers the job uses, not its tasks (layouts and capacities bitwise layout_for's: property test).
+  Measured speeds are pooled at every decision point without building job views
+  (JobViews.observed_speeds; a job's view is built only when it may move) into per-model pools
+  (_SpeedPool) whose means are kept per (p, w), so a decision costs the active jobs, not every job
+  ever pooled (the same means, bitwise, in the same order: property test; issue 14).
 - Decision points: Optimus reallocates every `interval_s` (600 s, [code] TS_INTERVAL; seed 002 "~10
   mins"): at the first decision point of an interval every active job is reallocated from 1 PS + 1
   worker. A job left with its (p, w) and servers is not touched ([code] restarts every job each
@@ -954,9 +958,9 @@ class _SpeedPool:
 
 @dataclass
 class _Estimates:
-    """Per-group pooled speed samples, cached loss fits, and each
-    active job's loss points as read so far (the points and their loss_array), extended by the
-    points that came in since (a job's observed losses only grow)."""
+    """Pooled speed samples per group (_SpeedPool), cached loss fits, and each active job's loss
+    points as read so far (the points and their loss_array), extended by the points that came in
+    since (a job's observed losses only grow)."""
 
     speeds: dict[str, _SpeedPool] = field(default_factory=dict)
     loss: dict[str, tuple[int, tuple[float, float, float] | None]] = field(default_factory=dict)
