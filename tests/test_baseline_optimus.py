@@ -531,8 +531,8 @@ _SPEED = st.sampled_from([0.1, 0.3, 1.0 / 3, 2.5, 7.0, 1e-3])
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 5), st.lists(st.tuples(_SHAPES, _SPEED), max_size=5)),
-                max_size=40))
+@given(st.lists(st.tuples(st.integers(0, 11), st.lists(st.tuples(_SHAPES, _SPEED), max_size=5)),
+                max_size=60))
 def test_speed_pool_pools_as_listing_every_job(puts):
     """_SpeedPool.pooled: the same means (bitwise) in the same order as listing every job's
     samples, for any sequence of puts: new jobs, values that move, shapes added anywhere in a
