@@ -85,6 +85,10 @@ Choices where the sources leave room:
   server, so the trial for one more task gives it back server by server, not task by task, and
   the Fig. 10 search reads candidate servers only up to the k it tries; a trial costs about the
   servers the job uses, not its tasks (layouts and capacities bitwise layout_for's: property test).
+  Measured speeds are pooled at every decision point without building job views
+  (JobViews.observed_speeds; a job's view is built only when it may move) into per-model pools
+  (_SpeedPool) whose means are kept per (p, w), so a decision costs the active jobs, not every job
+  ever pooled (the same means, bitwise, in the same order: property test; issue 14).
 - Decision points: Optimus reallocates every `interval_s` (600 s, [code] TS_INTERVAL; seed 002 "~10
   mins"): at the first decision point of an interval every active job is reallocated from 1 PS + 1
   worker. A job left with its (p, w) and servers is not touched ([code] restarts every job each
@@ -861,13 +865,104 @@ def _assign(current: list[int], nodes: tuple[int, ...]) -> list[int]:
     return [n if n is not None else rest.pop(0) for n in out]
 
 
+class _Column:
+    """One (p, w)'s pooled speeds: the value of each job that measured it, by the job's position
+    in its pool, ascending (`pos`), in an array with spare room at the end (`val`)."""
+
+    __slots__ = ("pos", "val")
+
+    def __init__(self) -> None:
+        self.pos: list[int] = []
+        self.val = np.empty(8)
+
+    def set(self, k: int, f: float) -> None:
+        """The value of the job at position k (inserted in position order if it has none)."""
+        pos, n = self.pos, len(self.pos)
+        i = bisect_left(pos, k)
+        if i < n and pos[i] == k:
+            self.val[i] = f
+            return
+        if n == len(self.val):
+            self.val = np.concatenate([self.val, np.empty(n)])
+        self.val[i + 1 : n + 1] = self.val[i:n].copy()
+        self.val[i] = f
+        pos.insert(i, k)
+
+    def drop(self, k: int) -> None:
+        i = bisect_left(self.pos, k)
+        n = len(self.pos)
+        self.val[i : n - 1] = self.val[i + 1 : n].copy()
+        del self.pos[i]
+
+    def mean(self) -> float:
+        """float(np.mean(values in position order)): the same reduction over the same doubles
+        as the mean of a list of them."""
+        return float(np.mean(self.val[: len(self.pos)]))
+
+
+class _SpeedPool:
+    """One group's measured speeds (Optimus._pooled): each job's {(p, w): steps/s} as last put,
+    jobs in the order they were first put. Kept per (p, w) as columns of values in that order, so
+    that a decision rewrites only the samples that moved (a running job's current shape) and the
+    pooled mean is one numpy reduction, instead of listing every job ever pooled (tens of
+    thousands on the whole Philly trace, most of them finished) at every decision. The means and
+    their order are those of listing them: values in job order, shapes in the order they first
+    appear over the jobs in order (tested equal)."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, tuple[int, dict[tuple[int, int], float]]] = {}  # job -> (position, samples)
+        self.order: list[str] = []  # job at each position
+        self.cols: dict[tuple[int, int], _Column] = {}
+        self._keys: list[tuple[int, int]] | None = None  # the shapes in pooled order, while valid
+
+    def put(self, job_id: str, samples: dict[tuple[int, int], float]) -> None:
+        """The job's samples now (the pool keeps `samples`; the caller passes a dict of its own)."""
+        known = self.jobs.get(job_id)
+        if known is None:
+            k, old = len(self.order), {}
+            self.order.append(job_id)
+        else:
+            k, old = known
+            if old == samples and list(old) == list(samples):
+                return
+        for pw, f in samples.items():
+            if pw not in old:
+                col = self.cols.get(pw)
+                if col is None:
+                    col = self.cols[pw] = _Column()
+                if not col.pos or k < col.pos[0]:
+                    self._keys = None  # the shape first appears at another job now
+                col.set(k, f)
+            elif old[pw] != f:
+                self.cols[pw].set(k, f)
+        for pw in old.keys() - samples.keys():
+            col = self.cols[pw]
+            col.drop(k)
+            if not col.pos:
+                del self.cols[pw]
+            self._keys = None
+        if known is not None and list(old) != list(samples)[: len(old)]:
+            self._keys = None  # a shape moved within the job's samples
+        self.jobs[job_id] = (k, samples)
+
+    def pooled(self) -> dict[tuple[int, int], float]:
+        """Mean measured speed per (p, w) over the jobs that measured it."""
+        if self._keys is None:
+            rank = {}
+            for pw, col in self.cols.items():
+                first = self.jobs[self.order[col.pos[0]]][1]
+                rank[pw] = (col.pos[0], list(first).index(pw))
+            self._keys = sorted(self.cols, key=rank.__getitem__)
+        return {pw: self.cols[pw].mean() for pw in self._keys}
+
+
 @dataclass
 class _Estimates:
-    """Per-model pooled speed samples (job -> {(p, w): steps/s}), cached loss fits, and each
-    active job's loss points as read so far (the points and their loss_array), extended by the
-    points that came in since (a job's observed losses only grow)."""
+    """Pooled speed samples per group (_SpeedPool), cached loss fits, and each active job's loss
+    points as read so far (the points and their loss_array), extended by the points that came in
+    since (a job's observed losses only grow)."""
 
-    speeds: dict[str, dict[str, dict[tuple[int, int], float]]] = field(default_factory=dict)
+    speeds: dict[str, _SpeedPool] = field(default_factory=dict)
     loss: dict[str, tuple[int, tuple[float, float, float] | None]] = field(default_factory=dict)
     points: dict[str, tuple[tuple, np.ndarray]] = field(default_factory=dict)
 
@@ -919,6 +1014,7 @@ class Optimus(Scheduler):
         super().reset(seed)
         self._next_full = 0.0
         self._est = _Estimates()
+        self._groups: dict[str, str] = {}  # active job -> its speed group (_group)
         self._models: dict[str, tuple[dict, np.ndarray | None]] = {}
         self._predicted: dict[str, dict[tuple[int, int], float]] = {}
 
@@ -929,11 +1025,8 @@ class Optimus(Scheduler):
         return job.model if job.comm == "ps" else f"{job.model} (all-reduce)"
 
     def _pooled(self, group: str) -> dict[tuple[int, int], float]:
-        acc: dict[tuple[int, int], list[float]] = {}
-        for samples in self._est.speeds.get(group, {}).values():
-            for pw, f in samples.items():
-                acc.setdefault(pw, []).append(f)
-        return {pw: float(np.mean(v)) for pw, v in acc.items()}
+        pool = self._est.speeds.get(group)
+        return {} if pool is None else pool.pooled()
 
     def remaining_steps(self, view: ClusterView, job: JobView) -> float:
         """Q_j in steps from the fitted convergence model (see the module docstring)."""
@@ -982,6 +1075,7 @@ class Optimus(Scheduler):
         return speed, theta is not None
 
     def _alloc_job(self, view: ClusterView, job: JobView) -> AllocJob:
+        self._groups[job.job_id] = self._group(job)  # for pooling its speeds without its view
         speed, ready = self.speed_fn(view, job)
         starts: tuple[tuple[int, int], ...] = ()
         if not ready:  # emulated profiling: the design's shapes no job of this model has run
@@ -1006,9 +1100,18 @@ class Optimus(Scheduler):
 
     # ---------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Decision:
-        for j in view.jobs:  # pool what every job has measured, kept after it finishes
-            if j.observed_speed:
-                self._est.speeds.setdefault(self._group(j), {})[j.job_id] = dict(j.observed_speed)
+        # pool what every job has measured, kept after it finishes, read without building views
+        # (a job's group is kept from its view when it was allocated)
+        groups = self._groups
+        for k, (jid, samples) in enumerate(zip(view.jobs.job_ids(), view.jobs.observed_speeds())):
+            if samples:
+                group = groups.get(jid)
+                if group is None:
+                    group = groups[jid] = self._group(view.jobs[k])
+                pool = self._est.speeds.get(group)
+                if pool is None:
+                    pool = self._est.speeds[group] = _SpeedPool()
+                pool.put(jid, samples)
         self._models = {}  # this round's speed fits
         self._predicted: dict[str, dict[tuple[int, int], float]] = {}
         full = view.time >= self._next_full - 1e-6
@@ -1018,6 +1121,7 @@ class Optimus(Scheduler):
         if full:  # the loss points of jobs no longer active are not read again
             ids = {j.job_id for j in movable}
             self._est.points = {k: v for k, v in self._est.points.items() if k in ids}
+            self._groups = {k: v for k, v in self._groups.items() if k in ids}
         if not movable:
             return Decision()
         c = view.cluster

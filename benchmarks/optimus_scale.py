@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 import baselines
-from baselines.optimus import Capacity, Optimus, place_even
+from baselines.optimus import Capacity, Optimus, _SpeedPool, place_even
 from dlclusterenv.cluster import build_cluster
 from dlclusterenv.config import ClusterConfig
 from dlclusterenv.jobs import JobSpec
@@ -57,7 +57,8 @@ def seeded_optimus(cluster, zoo) -> Optimus:
                             cluster.nic.astype(float), cluster.gpus.astype(np.int64))
             ps, wk = place_even(cluster, free, j.ps_demand, j.worker_demand, p, w)
             samples[(p, w)] = probe.isolated_speed("probe", list(ps), list(wk))
-        opt._est.speeds[model] = {"profile": samples}
+        opt._est.speeds[model] = _SpeedPool()
+        opt._est.speeds[model].put("profile", samples)
     return opt
 
 

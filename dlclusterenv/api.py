@@ -206,6 +206,14 @@ class JobViews(Sequence):
         self._check()
         return self._sim._ledger.gpu_s[[j.row for j in self._jobs]].tolist()
 
+    def observed_speeds(self) -> list[dict[tuple[int, int], float]]:
+        """Every job's JobView.observed_speed, in order, without building views: new dicts the
+        caller may keep. A scheduler that pools measured speeds over all jobs (Optimus) reads
+        them at every decision, and a running job's view (its tasks, loss points) would be
+        rebuilt at each one."""
+        self._check()
+        return [j.speeds_seen() for j in self._jobs]
+
     def __repr__(self) -> str:
         return f"JobViews({len(self)} jobs)"
 

@@ -260,7 +260,7 @@ def test_more_ps_than_workers_when_ps_gain_more():
 def test_fitted_speed_not_extrapolated_past_twice_the_measured_range():
     """The fitted model answers up to EXTRAPOLATE x the largest p and w measured for the model;
     beyond, no estimate (so the greedy cannot chase an unidentified t4 = 0 to hundreds of PS)."""
-    from baselines.optimus import EXTRAPOLATE
+    from baselines.optimus import EXTRAPOLATE, _SpeedPool
 
     cluster = make_cluster(nodes_per_rack=2, cpus=64, memory_gb=256, gpus=8, gpu_memory_gb=16)
     zoo = make_zoo(m=model_dict(worker={"cpu": 1, "mem_gb": 1, "gpu": 1}, compute_on="gpu"))
@@ -268,9 +268,8 @@ def test_fitted_speed_not_extrapolated_past_twice_the_measured_range():
     sched = Optimus()
     sched.reset(0)
     theta = np.array([0.4, 0.05, 0.01, 0.0])  # t3 = 0: more PS always "help"
-    sched._est.speeds["m"] = {
-        "old": {pw: predict_speed(theta, *pw) for pw in PROFILE_DESIGN[:5]}
-    }
+    sched._est.speeds["m"] = _SpeedPool()
+    sched._est.speeds["m"].put("old", {pw: predict_speed(theta, *pw) for pw in PROFILE_DESIGN[:5]})
     view = sim.view()
     speed, ready = sched.speed_fn(view, view.jobs[0])
     assert ready and EXTRAPOLATE == 2
@@ -521,3 +520,78 @@ def test_incremental_trials_equal_layout_for(nodes, short, jobs, steps):
             for a, b in zip((plain.cap.cpu, plain.cap.mem, plain.cap.bw, plain.cap.gpu),
                             (fast.cap.cpu, fast.cap.mem, fast.cap.bw, fast.cap.gpu)):
                 assert a.tolist() == b.tolist()
+
+
+def _pooled_by_listing(jobs: dict) -> list:
+    """Optimus._pooled before the pools: every job's samples listed per (p, w), in job order."""
+    acc: dict = {}
+    for samples in jobs.values():
+        for pw, f in samples.items():
+            acc.setdefault(pw, []).append(f)
+    return [(pw, float(np.mean(v))) for pw, v in acc.items()]
+
+
+_SHAPES = st.sampled_from([(0, 1), (0, 2), (1, 1), (1, 2), (2, 2), (2, 1), (3, 3)])
+_SPEED = st.sampled_from([0.1, 0.3, 1.0 / 3, 2.5, 7.0, 1e-3])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 11), st.lists(st.tuples(_SHAPES, _SPEED), max_size=5)),
+                max_size=60))
+def test_speed_pool_pools_as_listing_every_job(puts):
+    """_SpeedPool.pooled: the same means (bitwise) in the same order as listing every job's
+    samples, for any sequence of puts: new jobs, values that move, shapes added anywhere in a
+    job's samples, reordered or dropped (the engine only appends shapes and moves the current
+    one's value; the pool does not rely on it)."""
+    from baselines.optimus import _SpeedPool
+
+    pool, jobs = _SpeedPool(), {}
+    for j, items in puts:
+        samples = dict(items)
+        if not samples:
+            continue  # Optimus pools a job once it has measured something
+        jobs[f"j{j}"] = samples
+        pool.put(f"j{j}", dict(samples))
+        got = [(pw, f.hex()) for pw, f in pool.pooled().items()]
+        assert got == [(pw, f.hex()) for pw, f in _pooled_by_listing(jobs)]
+
+
+class _ReadsChecked(Optimus):
+    """Optimus that checks at every decision point that the speeds read without views are the
+    views' (read after its decision: reading views changes nothing, but the check must not hide
+    a view the decision built), and records which jobs' views its decision built."""
+
+    def __init__(self, sim):
+        super().__init__()
+        self.sim, self.shapes, self.extra = sim, 0, []
+
+    def decide(self, view):
+        full = view.time >= self._next_full - 1e-6
+        built: set[str] = set()
+        job_view = self.sim.job_view
+        self.sim.job_view = lambda job: built.add(job.job_id) or job_view(job)
+        try:
+            d = super().decide(view)
+        finally:
+            del self.sim.job_view
+        if not full:  # between intervals only pending jobs move: no other view is built
+            self.extra += sorted(built - set(view.pending.job_ids()))
+        for jobs in (view.jobs, view.pending, view.running):
+            speeds = jobs.observed_speeds()
+            assert speeds == [dict(j.observed_speed) for j in jobs]
+            assert [list(s) for s in speeds] == [list(j.observed_speed) for j in jobs]  # key order
+            if speeds:
+                speeds[0][(99, 99)] = 1.0  # the caller's own dicts
+                assert (99, 99) not in jobs.observed_speeds()[0]
+        self.shapes = max([self.shapes] + [len(s) for s in view.jobs.observed_speeds()])
+        return d
+
+
+def test_speeds_read_without_views_match_the_views_and_no_running_view_is_built():
+    """JobViews.observed_speeds is every job's JobView.observed_speed; Optimus pools them at
+    every decision point, and between its intervals builds views of the pending jobs only."""
+    sim = dlclusterenv.make_sim("default", 0)
+    sched = _ReadsChecked(sim)
+    sim.run(sched)
+    assert sched.shapes >= 3  # jobs resized: several shapes measured per job
+    assert sched.extra == []
