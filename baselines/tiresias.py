@@ -837,7 +837,9 @@ class Admission:
             if self._kept is not None:  # whole when it ended: whole now if what changed is
                 diff = self._kept.rebase(self.cap)
                 self._order = self._kept
-                self._exact = integral(self.cap.cpu[diff], self.cap.mem[diff], self.cap.bw[diff])
+                c = self.cap
+                self._exact = not len(diff) or integral(
+                    np.concatenate((c.cpu[diff], c.mem[diff], c.bw[diff])))
             else:
                 self._exact = WorkerOrder.usable(self.cluster, self.placer) and integral(
                     self.cap.cpu, self.cap.mem, self.cap.bw)
