@@ -107,6 +107,17 @@ views are still built once, at the first decision point that sees each running
 (tests/test_overload.py). Decisions unchanged (benchmarks/decision_log.py logs byte-equal to
 main's: LAS and 2D-Gittins on `default` seeds 0-2, the Philly 1-VC week, the all-VC day, and
 LAS on all VCs 2017-10-01..04).
+Issue 14, branch tires7: a walk's trials share the cluster state, and releasing one job moves
+the capacity of its nodes only; `placers.WorkerOrder.nodes` keeps each scan's result (SPREAD,
+None or the nodes) until a node at or before the last one the scan read changes, so most trials
+(86% of the all-VC week's) read no node; the order itself is kept from one exact round to the
+next and follows the new capacity (`rebase`: the nodes whose values differ), where it was made
+anew from every node; a kept running job is released per node in one charge where every value
+is whole (the sums are exact, so equal to task by task); a walk counts its free GPUs and does
+not call a trial that count refuses; the running jobs' ids and ledger rows are kept by the view
+(api.JobViews) while the same jobs run. Decisions unchanged (benchmarks/decision_log.py logs
+byte-equal to main's: LAS and 2D-Gittins on `default` seeds 0-2, the Philly 1-VC week, the
+all-VC day and all VCs 2017-10-01..04).
 """
 
 from __future__ import annotations
