@@ -107,6 +107,17 @@ views are still built once, at the first decision point that sees each running
 (tests/test_overload.py). Decisions unchanged (benchmarks/decision_log.py logs byte-equal to
 main's: LAS and 2D-Gittins on `default` seeds 0-2, the Philly 1-VC week, the all-VC day, and
 LAS on all VCs 2017-10-01..04).
+Issue 14, branch tires7: a walk's trials share the cluster state, and releasing one job moves
+the capacity of its nodes only; `placers.WorkerOrder.nodes` keeps each scan's result (SPREAD,
+None or the nodes) until a node at or before the last one the scan read changes, so most trials
+(86% of the all-VC week's) read no node; the order itself is kept from one exact round to the
+next and follows the new capacity (`rebase`: the nodes whose values differ), where it was made
+anew from every node; a kept running job is released per node in one charge where every value
+is whole (the sums are exact, so equal to task by task); a walk counts its free GPUs and does
+not call a trial that count refuses; the running jobs' ids and ledger rows are kept by the view
+(api.JobViews) while the same jobs run. Decisions unchanged (benchmarks/decision_log.py logs
+byte-equal to main's: LAS and 2D-Gittins on `default` seeds 0-2, the Philly 1-VC week, the
+all-VC day and all VCs 2017-10-01..04).
 """
 
 from __future__ import annotations
@@ -181,7 +192,7 @@ class _Running:
     without it, the view's)."""
 
     __slots__ = ("view", "job_id", "arrival_s", "att", "tasks", "num_workers",
-                 "worker_demand", "gpus", "nodes", "held", "sig", "whole")
+                 "worker_demand", "gpus", "nodes", "held", "sig", "whole", "touched", "per_node")
     status = "running"
     _FIXED = frozenset(("num_ps", "ps_demand", "param_bytes"))
 
@@ -196,6 +207,20 @@ class _Running:
         self.sig = (self.job_id, self.nodes)  # its part of Admission.state
         # releasing it keeps a whole-number capacity whole
         self.whole = all(_whole(t.demand) for t in self.tasks if t.node >= 0)
+        self.touched = tuple(dict.fromkeys(self.nodes))  # nodes whose capacity a release moves
+        # what it holds per node (node, cores, GB, bytes/s, GPUs), summed over its tasks there:
+        # one charge per node where every value is whole (the sums are then exact, so equal to
+        # the charges task by task: Admission._release)
+        per: dict[int, list] = {}
+        for t in self.tasks:
+            if t.node >= 0:
+                v = per.setdefault(t.node, [t.node, 0.0, 0.0, 0.0, 0])
+                d = t.demand
+                v[1] += d.cpu
+                v[2] += d.mem_gb
+                v[3] += d.bw_MBps * 1e6
+                v[4] += d.gpu
+        self.per_node = tuple(map(tuple, per.values()))
 
     @property
     def attained_gpu_s(self) -> float:
@@ -326,6 +351,7 @@ class Tiresias(Scheduler):
         self._rekeyed: set[str] = set()  # jobs that entered a queue since `_order` was made
         self._att_now: list[float] = []  # the running jobs' service, in the order of `_ids`
         self._per: tuple = (None, 0)  # (cluster, its most GPUs on one server)
+        self._worder: WorkerOrder | None = None  # the last exact round's (Admission `order`)
 
     def queue_of(self, job_id: str) -> int:
         return self.state[job_id].queue
@@ -419,13 +445,15 @@ class Tiresias(Scheduler):
             order = sorted(range(len(running)), key=rkeys.__getitem__)
             ordered, okeys = [running[i] for i in order], [rkeys[i] for i in order]
         admission = Admission(
-            view, ordered, key, self.placer, lambda j: self.servers(view, j), okeys,
+            view, ordered, key, self.placer, lambda j: self.servers(view, j), okeys, self._worder,
         )
         state = admission.state()
         if state == self._failed[0]:  # nothing a walk sees changed since the last decision
             admission.failed = admission.first = self._failed[1]
         self._admit(view, admission)
         self._failed = (state, admission.first)
+        if admission._order is not None:  # kept for the next round while it is exact
+            self._worder = admission._order if admission._exact else None
         d = admission.decision()
         self._remember(view, d)
         return d
@@ -680,6 +708,7 @@ class Admission:
     def __init__(
         self, view: ClusterView, running: list[JobView], key: Callable, placer,
         servers: Callable | None = None, keys: list | None = None,
+        order: WorkerOrder | None = None,
     ):
         self.cluster, self.cap, self.placer = view.cluster, Capacity.of(view), placer
         self.running, self.key = running, key
@@ -708,6 +737,10 @@ class Admission:
         # when the charges since have all been whole, so the capacity is whole if it was)
         self._exact: bool | None = None
         self._order: WorkerOrder | None = None  # made at the first such trial, then kept
+        # a WorkerOrder of an earlier round that ended exact (`order`): followed to this round's
+        # capacity (WorkerOrder.rebase) instead of made anew
+        self._kept = order if order is not None and (
+            order.cluster is self.cluster and order.placer is placer) else None
 
     def state(self) -> tuple:
         """What a walk depends on: free resources and the running jobs, in order, on their
@@ -755,8 +788,17 @@ class Admission:
     def _release(self, job: JobView, sign: int) -> None:
         if self._exact is not False and not _whole_tasks(job):
             self._exact = False
+        kept = type(job) is _Running
         if self._order is not None:
-            self._order.touch(t.node for t in job.tasks)
+            self._order.touch(job.touched if kept else (t.node for t in job.tasks))
+        if kept and self._exact:  # whole values: one exact charge per node
+            c = self.cap
+            for n, cpu, mem, bw, gpu in job.per_node:
+                c.cpu[n] += sign * cpu
+                c.mem[n] += sign * mem
+                c.bw[n] += sign * bw
+                c.gpu[n] += sign * gpu
+            return
         for t in job.tasks:
             if t.node >= 0:
                 self.cap.take(t.node, t.demand, -sign)
@@ -782,15 +824,18 @@ class Admission:
             fit = np.partition(fit, len(fit) - most)[len(fit) - most:]
         return fit.sum() >= w
 
-    def _fit(self, job: JobView, m: int | None = None, blame: list[bool] | None = None):
+    def _fit(self, job: JobView, m: int | None = None, blame: list[bool] | None = None,
+             free: int | None = None):
         """The job's placement now (charged to `cap`), or None. In a walk, `m` lower jobs
         released: what is known of its workers in this state is used and added to, and
-        `blame[0]` set False when a failure is not its workers' alone."""
+        `blame[0]` set False when a failure is not its workers' alone; `free`: the free GPUs
+        (free_gpus()), where the walk counts them."""
         w = job.num_workers
         if self._exact is not False and not (_whole(job.worker_demand)
                                              and (not job.num_ps or _whole(job.ps_demand))):
             self._exact = False  # this job's charges (placements are charged) may not be whole
-        if m is not None and w * job.worker_demand.gpu > self.free_gpus():
+        if m is not None and w * job.worker_demand.gpu > (
+                self.free_gpus() if free is None else free):
             return None  # fewer GPUs than its workers: `_room` below would refuse it as well
         seen = None if m is None else self.failed.workers.setdefault(
             (m, job.worker_demand), [[], math.inf])
@@ -800,8 +845,15 @@ class Admission:
         # finds of the workers is as true as what `_room` would have spared)
         dry = m is not None and not job.num_ps and job.worker_demand.gpu >= 1
         if dry and self._exact is None:
-            self._exact = WorkerOrder.usable(self.cluster, self.placer) and integral(
-                self.cap.cpu, self.cap.mem, self.cap.bw)
+            if self._kept is not None:  # whole when it ended: whole now if what changed is
+                diff = self._kept.rebase(self.cap)
+                self._order = self._kept
+                c = self.cap
+                self._exact = not len(diff) or integral(
+                    np.concatenate((c.cpu[diff], c.mem[diff], c.bw[diff])))
+            else:
+                self._exact = WorkerOrder.usable(self.cluster, self.placer) and integral(
+                    self.cap.cpu, self.cap.mem, self.cap.bw)
         dry = dry and self._exact
         if seen is not None:
             known = None
@@ -869,15 +921,23 @@ class Admission:
         if self.refused(workers, k):
             return False
         blame = [True]
-        got = self._fit(job, 0, blame)
-        if got is None:
+        free = self.free_gpus()
+        got = self._fit(job, 0, blame, free)
+        if got is None:  # (so the free GPUs are `free` again)
             gone = self._gone
             lower = [r for r in reversed(self.running[self._below(k):]) if r.job_id not in gone]
             freed = []
+            # the free GPUs as the walk releases jobs: a state with fewer than the job's workers
+            # is refused by `_fit` first thing (its one effect, on `_exact`, made by the trial
+            # above), so it is not called for it
+            need = job.num_workers * job.worker_demand.gpu
             for r in lower:
                 self._release(r, 1)
                 freed.append(r)
-                got = self._fit(job, len(freed), blame)
+                free += _held(r)
+                if need > free:
+                    continue
+                got = self._fit(job, len(freed), blame, free)
                 if got is not None:
                     break
             if got is None:

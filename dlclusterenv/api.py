@@ -195,16 +195,30 @@ class JobViews(Sequence):
         self._check()
         return self._jobs[k].job_id
 
+    def _ids_rows(self) -> tuple[list[str], np.ndarray]:
+        """The jobs' ids and ledger rows. For the simulator's running jobs, kept on it while the
+        same jobs run (it replaces that list when one starts or stops, never changes it: the
+        list's identity is the key), as Tiresias reads them at every decision point."""
+        sim, jobs = self._sim, self._jobs
+        kept = sim.__dict__.get("_running_ids")
+        if kept is not None and kept[0] is jobs:
+            return kept[1], kept[2]
+        got = [j.job_id for j in jobs], np.array([j.row for j in jobs], dtype=np.int64)
+        if jobs is sim.running_jobs():
+            sim._running_ids = (jobs, *got)
+        return got
+
     def job_ids(self) -> list[str]:
-        """Every job's id, in order, without building views."""
+        """Every job's id, in order, without building views (a list the caller must not
+        modify)."""
         self._check()
-        return [j.job_id for j in self._jobs]
+        return self._ids_rows()[0]
 
     def attained_gpu_s(self) -> list[float]:
         """Every job's JobView.attained_gpu_s, in order, without building views: one gather of
         the engine's ledger (Tiresias reads every running job's service at every decision)."""
         self._check()
-        return self._sim._ledger.gpu_s[[j.row for j in self._jobs]].tolist()
+        return self._sim._ledger.gpu_s[self._ids_rows()[1]].tolist()
 
     def observed_speeds(self) -> list[dict[tuple[int, int], float]]:
         """Every job's JobView.observed_speed, in order, without building views: new dicts the

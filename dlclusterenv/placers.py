@@ -7,6 +7,7 @@ placer works on a `Capacity` copy, so trying a placement never touches the simul
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -204,7 +205,7 @@ class WorkerOrder:
     Not for a cluster with a node without cores or memory (NaN load: see `usable`)."""
 
     def __init__(self, cluster: Cluster, cap: Capacity, placer) -> None:
-        self.cap, self.pack = cap, placer is pack
+        self.cap, self.pack, self.cluster, self.placer = cap, placer is pack, cluster, placer
         self.cpus, self.mem = cluster.cpus.tolist(), cluster.memory.tolist()
         self.gpus = cluster.gpus.tolist() if cluster.n_gpus else None
         ok = np.flatnonzero(cap.gpu >= 1)
@@ -213,6 +214,9 @@ class WorkerOrder:
         self.keys = list(zip((-score[order]).tolist(), ok[order].tolist()))
         self.key = {k[1]: k for k in self.keys}  # node -> its entry in keys
         self.dirty: set[int] = set()
+        # (demand's charges, w, most) -> (what `nodes` returned, the last key its scan read):
+        # kept while no node changed at or before that key (see `nodes`)
+        self.memo: dict[tuple, tuple] = {}
 
     @staticmethod
     def usable(cluster: Cluster, placer) -> bool:
@@ -233,33 +237,66 @@ class WorkerOrder:
             used = max(used, 1 - int(c.gpu[n]) / max(g, 1) if g > 0 else 0.0)
         return used
 
+    def rebase(self, cap: Capacity) -> np.ndarray:
+        """Follow a new capacity `cap` (the next round's) instead of the current one: the nodes
+        whose values differ (returned) are touched, so the order and the kept results stay
+        exact."""
+        old, self.cap = self.cap, cap
+        diff = np.flatnonzero((old.cpu != cap.cpu) | (old.mem != cap.mem) | (old.bw != cap.bw)
+                              | (old.gpu != cap.gpu))
+        self.dirty.update(diff.tolist())
+        return diff
+
     def _refresh(self) -> None:
         keys, key = self.keys, self.key
+        low = None  # the first key a changed node had or has
         for n in self.dirty:
             if n < 0:
                 continue
             old = key.pop(n, None)
             if old is not None:
                 del keys[bisect.bisect_left(keys, old)]
+                low = old if low is None or old < low else low
             if self.cap.gpu[n] >= 1:
                 key[n] = k = (-self._score(n), n)
                 bisect.insort(keys, k)
+                low = k if low is None or k < low else low
         self.dirty.clear()
+        if low is not None and self.memo:
+            self.memo = {m: r for m, r in self.memo.items() if r[1] < low}
 
     SPREAD = "spread"  # nodes(): the first `most` nodes do not hold the workers
 
     def nodes(self, d: Demand, w: int, most: int | None = None) -> list[int] | str | None:
         """The w workers' nodes, or None where they do not all fit (d.gpu must be 1); with
         `most`, SPREAD as soon as the first `most` nodes they go to cannot hold them all (they
-        are then placed on more nodes, or not at all: which is not worked out)."""
+        are then placed on more nodes, or not at all: which is not worked out).
+
+        Incremental (a walk's trials share the cluster state): a scan reads the nodes in key
+        order up to the one it stops at, and its result depends on those nodes alone; so it is
+        kept, and returned again, until a node that had or has a key at or before that one
+        changes (`_refresh` drops it then). A scan that read every node (None) ends at an
+        infinite key: any change of a node with a free GPU drops it."""
         if self.dirty:
             self._refresh()
+        m = (d.cpu, d.mem_gb, d.bw_MBps, d.gpu, w, most)
+        got = self.memo.get(m)
+        if got is None:
+            got = self.memo[m] = self._scan(d, w, most)
+        out = got[0]
+        return list(out) if isinstance(out, list) else out
+
+    _END = (math.inf, math.inf)  # after every key
+
+    def _scan(self, d: Demand, w: int, most: int | None) -> tuple:
+        """(`nodes`' result, the key of the last node read)."""
         c = self.cap
         need = ((c.cpu, d.cpu), (c.mem, d.mem_gb), (c.bw, d.bw_MBps * 1e6))
         out: list[int] = []
         left = w
         used = 0
-        for _, n in self.keys:
+        for key in self.keys:
+            n = key[1]
             count = int(c.gpu[n]) // d.gpu
             for f, v in need:
                 x = float(f[n])
@@ -272,11 +309,11 @@ class WorkerOrder:
                 out += [n] * k
                 left -= k
                 if not left:
-                    return out
+                    return out, key
                 used += 1
                 if used == most:
-                    return self.SPREAD
-        return None
+                    return self.SPREAD, key
+        return None, self._END
 
 
 def place_job(

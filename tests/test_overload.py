@@ -35,7 +35,7 @@ class PlainAdmission(Admission):
     def refused(self, workers, key):
         return False
 
-    def _fit(self, job, m=None, blame=None):
+    def _fit(self, job, m=None, blame=None, free=None):
         return super()._fit(job)
 
 

@@ -120,6 +120,51 @@ def test_worker_order_counts_what_place_job_places(placer):
     assert outcomes == {True, False}
 
 
+@pytest.mark.parametrize("placer", [pack, consolidate])
+def test_worker_order_kept_results_as_a_fresh_scan(placer):
+    """WorkerOrder.nodes keeps a scan's result until a node at or before the last one it read
+    changes, and `rebase` follows a new capacity (issue 14, branch tires7): through walks of
+    small charges and releases (one node, or a few, as a Tiresias walk releases a job) and
+    rebases onto a capacity that differs on some nodes, every answer equals that of an order
+    made anew on the same capacity, and most answers come from kept results."""
+    cluster = two_racks()
+    rng = np.random.default_rng(1)
+    demands = [Demand(cpu=1.0, mem_gb=4.0, gpu=1), Demand(cpu=2.0, mem_gb=0.0, gpu=1, bw_MBps=10.0)]
+    asks = [(d, w, most) for d in demands for w, most in ((1, None), (4, 1), (6, 2), (9, None))]
+    queries = scans = 0
+    outcomes = set()
+    for _ in range(30):
+        cap = whole_capacity(cluster, rng)
+        order = placers.WorkerOrder(cluster, cap, placer)
+        scan = order._scan
+
+        def counted(*a):
+            nonlocal scans
+            scans += 1
+            return scan(*a)
+
+        order._scan = counted
+        for step in range(40):
+            for d, w, most in asks:
+                got = order.nodes(d, w, most)
+                assert got == placers.WorkerOrder(cluster, copy.deepcopy(cap), placer).nodes(d, w, most)
+                queries += 1
+                outcomes.add(got if got in (None, placers.WorkerOrder.SPREAD) else "placed")
+            if step % 10 == 9:  # the next round: a new capacity, a few nodes changed
+                cap = copy.deepcopy(cap)
+                for n in rng.choice(cluster.n_nodes, size=3, replace=False).tolist():
+                    cap.take(n, Demand(cpu=1.0, mem_gb=0.0, gpu=1), int(rng.choice([-1, 1])))
+                assert len(order.rebase(cap)) <= 3
+                continue
+            nodes = rng.choice(cluster.n_nodes, size=int(rng.integers(1, 3)), replace=False).tolist()
+            sign = int(rng.choice([-1, 1]))
+            for n in nodes:
+                cap.take(n, Demand(cpu=2.0, mem_gb=8.0, gpu=1), sign)
+            order.touch(nodes)
+    assert outcomes == {None, placers.WorkerOrder.SPREAD, "placed"}
+    assert scans < 0.7 * queries  # kept results were answered (and checked) above
+
+
 def test_integral():
     assert placers.integral(np.array([0.0, -3.0, 48.0]), 2.0, 1.25e10)
     assert not placers.integral(np.array([0.0, 0.5]))
