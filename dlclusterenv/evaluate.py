@@ -733,8 +733,22 @@ def signals_held() -> Iterator[None]:
     finally:
         for s, handler in before.items():
             signal.signal(s, handler)
-        for s in dict.fromkeys(caught):  # each once, in the order they came
-            signal.raise_signal(s)
+        order = list(dict.fromkeys(caught))  # each once, in the order they came
+        for i, s in enumerate(order):
+            handler = before[s]
+            if handler == signal.SIG_IGN:
+                continue
+            if not callable(handler):  # SIG_DFL: the default action (SIGTERM ends the process)
+                signal.raise_signal(s)
+                continue
+            # called here, not raised again: the handler runs in this frame, whatever the thread's
+            # signal mask, and a raising handler no longer drops the signals held after it
+            try:
+                handler(s, sys._getframe())
+            except BaseException:
+                for rest in order[i + 1:]:  # still delivered, as signals, after this one
+                    signal.raise_signal(rest)
+                raise
 
 
 def plots(out: Path, policies: list[str], results: list[RunResult], scenario: str = "") -> None:

@@ -749,10 +749,11 @@ def test_ctrl_c_in_the_commit_finishes_it_and_exits_130_with_one_line(tmp_path, 
 
         monkeypatch.setattr(os, "replace", replace)
     capsys.readouterr()
-    assert main(["benchmark", str(path), "--out", str(out), "--check"]) == 130
+    rc = main(["benchmark", str(path), "--out", str(out), "--check"])
     monkeypatch.undo()
     err = capsys.readouterr().err
-    assert sent and "Traceback" not in err
+    assert sent, "the commit's rename was never reached: no interrupt was sent"
+    assert rc == 130 and "Traceback" not in err
     assert [line for line in err.splitlines() if "interrupted" in line] == [
         f"interrupted: {out} holds this benchmark's outputs, committed before the interrupt took effect "
         "(results not printed)"]
