@@ -636,3 +636,37 @@ def test_share_env_options():
     mask = u.action_masks()
     assert mask[u.encode_worker(0, 0, 1)] and not mask[u.encode_worker(0, 0, 2)]
     assert not mask[u.encode_ps(0, 4)]
+
+
+@pytest.mark.parametrize("env_id", ["DLClusterAlloc-v0", "DLClusterPlace-v0"])
+def test_job_progress_false_zeroes_only_the_progress_and_loss_columns(env_id):
+    """`job_progress: false` (the ablation of README "Retrained on the current engine"): the jobs
+    rows' progress (column 4) and last / first loss (column 6) are 0; every other array and column,
+    the masks and the rewards are those of the default env on the same actions."""
+    full, ablated = make_env(env_id), make_env(env_id, job_progress=False)
+    rng = np.random.default_rng(0)
+    (a, _), (b, _) = full.reset(seed=3), ablated.reset(seed=3)
+    seen_progress = seen_loss = False
+    for _ in range(400):
+        assert (full.unwrapped.action_masks() == ablated.unwrapped.action_masks()).all()
+        for key in a:
+            if key == "jobs":
+                assert (b[key][:, [4, 6]] == 0).all()
+                keep = [c for c in range(a[key].shape[1]) if c not in (4, 6)]
+                assert (a[key][:, keep] == b[key][:, keep]).all()
+                seen_progress |= bool((a[key][:, 4] > 0).any())
+                seen_loss |= bool((a[key][:, 6] > 0).any())
+            else:
+                assert (a[key] == b[key]).all(), key
+        action = random_valid_action(full, rng)
+        a, ra, ta, ua, _ = full.step(action)
+        b, rb, tb, ub, _ = ablated.step(action)
+        assert (ra, ta, ua) == (rb, tb, ub)
+        if ta or ua:
+            (a, _), (b, _) = full.reset(seed=4), ablated.reset(seed=4)
+    assert seen_progress and seen_loss  # the default env shows both columns
+
+
+def test_job_progress_must_be_a_bool():
+    with pytest.raises(ConfigError, match="job_progress"):
+        make_env("DLClusterAlloc-v0", job_progress="no")

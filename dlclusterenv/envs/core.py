@@ -74,6 +74,7 @@ class EnvOptions(Options):
     max_steps: Int = Field(default=1_000_000, ge=1)
     shaping: Any = False
     shaping_gamma: Num = Field(default=1.0, gt=0, le=1, description="the learner's discount")
+    job_progress: Bool = True
 
     @field_validator("scenario")
     @classmethod
@@ -163,7 +164,9 @@ class ClusterEnv(gym.Env):
     `max_nodes` / `max_jobs` (padding, so one policy fits several clusters), `reward` (a term or
     {term: weight}), `time_scale_s`, `invalid_penalty`, `max_steps`, `shaping` (potential-based
     shaping of the traffic / jct terms), `shaping_gamma` (the discount the shaping is exact
-    under: give the learner's gamma), `render_mode` ("ansi" or "rgb_array"); plus each env's own.
+    under: give the learner's gamma), `job_progress` (False: the `jobs` rows' progress and loss
+    columns are 0, an ablation of what a policy learns without each job's progress; README "Retrained
+    on the current engine"), `render_mode` ("ansi" or "rgb_array"); plus each env's own.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -183,11 +186,13 @@ class ClusterEnv(gym.Env):
         max_steps: int = 1_000_000,
         shaping: bool | list[str] = False,
         shaping_gamma: float = 1.0,
+        job_progress: bool = True,
         render_mode: str | None = None,
     ):
         given = dict(scenario=scenario, max_nodes=max_nodes, max_jobs=max_jobs, reward=reward,
                      time_scale_s=time_scale_s, invalid_penalty=invalid_penalty,
-                     max_steps=max_steps, shaping=shaping, shaping_gamma=shaping_gamma)
+                     max_steps=max_steps, shaping=shaping, shaping_gamma=shaping_gamma,
+                     job_progress=job_progress)
         self._where = type(self).__name__
         if config is not None:  # YAML whose keys are these keyword arguments (they win)
             kw = read_yaml(config) or {}
@@ -220,6 +225,7 @@ class ClusterEnv(gym.Env):
         self.max_steps = o.max_steps
         self.shaping = _shaping_terms(o.shaping, weights)
         self.shaping_gamma = o.shaping_gamma
+        self.job_progress = o.job_progress
         if self.shaping_gamma != 1.0 and not self.shaping:
             raise ConfigError(f"shaping_gamma: {self.shaping_gamma} applies only with shaping")
         self.render_mode = render_mode
@@ -506,16 +512,21 @@ class ClusterEnv(gym.Env):
             k = self._row_consts[j.job_id] = (
                 j.steps_per_epoch * m.convergence.max_epochs, j.spec.arrival_s, m.worker.gpu,
                 math.log10(m.param_bytes) / 12)
-        loss = j.obs_loss
+        if self.job_progress:
+            loss = j.obs_loss
+            progress = j.steps_done / k[0]
+            ratio = loss[-1][1] / loss[0][1] if loss and loss[0][1] > 0 else 1.0
+        else:
+            progress = ratio = 0.0
         running, ps, workers, placed = self._key_features(j)
         return (
             1.0,
             running,
             ps,
             workers,
-            j.steps_done / k[0],
+            progress,
             1.0 - math.exp((k[1] - self.sim.now) / self.time_scale_s),
-            loss[-1][1] / loss[0][1] if loss and loss[0][1] > 0 else 1.0,
+            ratio,
             k[2],
             k[3],
             placed,
