@@ -196,17 +196,11 @@ class JobViews(Sequence):
         return self._jobs[k].job_id
 
     def _ids_rows(self) -> tuple[list[str], np.ndarray]:
-        """The jobs' ids and ledger rows. For the simulator's running jobs, kept on it while the
-        same jobs run (it replaces that list when one starts or stops, never changes it: the
-        list's identity is the key), as Tiresias reads them at every decision point."""
+        """The jobs' ids and ledger rows; for the simulator's running jobs, its kept ones."""
         sim, jobs = self._sim, self._jobs
-        kept = sim.__dict__.get("_running_ids")
-        if kept is not None and kept[0] is jobs:
-            return kept[1], kept[2]
-        got = [j.job_id for j in jobs], np.array([j.row for j in jobs], dtype=np.int64)
         if jobs is sim.running_jobs():
-            sim._running_ids = (jobs, *got)
-        return got
+            return sim.running_ids_rows()
+        return [j.job_id for j in jobs], np.array([j.row for j in jobs], dtype=np.int64)
 
     def job_ids(self) -> list[str]:
         """Every job's id, in order, without building views (a list the caller must not

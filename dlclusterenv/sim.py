@@ -169,6 +169,7 @@ class Simulator:
         # running jobs in arrival order, replaced (never changed in place: views and the rates'
         # epoch hold it) when a job starts or stops running
         self._running: list[Job] = []
+        self._running_ids: tuple[list[str], np.ndarray] | None = None  # running_ids_rows, kept
         self._pause_end = 0.0  # the latest paused_until set (no job sleeps after it)
         self.version = 0  # bumped by every change a ClusterView could show
         self._rates: Rates | None = None
@@ -200,14 +201,24 @@ class Simulator:
         and stop running, so that no decision walks the jobs holding nodes."""
         return self._running
 
+    def running_ids_rows(self) -> tuple[list[str], np.ndarray]:
+        """The running jobs' ids and ledger rows, in order (the caller must not modify them): kept
+        until a job starts or stops running (Tiresias reads them at every decision point)."""
+        if self._running_ids is None:
+            run = self._running
+            self._running_ids = ([j.job_id for j in run], np.array([j.row for j in run], dtype=np.int64))
+        return self._running_ids
+
     def _set_status(self, job: Job, status: str) -> None:
         """Change a job's status, keeping the running list (a new list when it changes)."""
         if job.status == RUNNING:
             k = self._running.index(job)  # (jobs compare by identity)
             self._running = self._running[:k] + self._running[k + 1 :]
+            self._running_ids = None
         elif status == RUNNING:
             k = bisect.bisect(self._running, _arrival_order(job), key=_arrival_order)
             self._running = self._running[:k] + [job] + self._running[k:]
+            self._running_ids = None
         job.status = status
 
     def _pause(self, job: Job, until: float) -> None:
