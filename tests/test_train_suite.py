@@ -99,3 +99,14 @@ def test_the_1x_suite_config_validates_and_differs_from_the_7x_one_in_load_and_t
         {k: v for k, v in seven.env.kwargs.items() if k != "time_scale_s"}
     assert (one.env.kwargs["time_scale_s"], seven.env.kwargs["time_scale_s"]) == (3600.0, 36000.0)
     assert one.model_dump(exclude={"env", "suite"}) == seven.model_dump(exclude={"env", "suite"})
+
+
+def test_the_grow_config_differs_from_the_7x_one_only_in_growing_running_jobs():
+    """configs/agents/suite_6c71a0_grow.yaml (README "Growing running jobs") is the 7x config
+    with grow_running true. Skipped without the Philly trace."""
+    shared_file("traces", "philly_jobs.csv")
+    grow, seven = (load_config(f"configs/agents/{n}.yaml") for n in ("suite_6c71a0_grow", "suite_6c71a0"))
+    assert (grow.env.kwargs["grow_running"], seven.env.kwargs["grow_running"]) == (True, False)
+    assert {k: v for k, v in grow.env.kwargs.items() if k != "grow_running"} == \
+        {k: v for k, v in seven.env.kwargs.items() if k != "grow_running"}
+    assert grow.model_dump(exclude={"env"}) == seven.model_dump(exclude={"env"})

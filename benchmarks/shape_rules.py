@@ -1,0 +1,179 @@
+"""Issue 15, counter-experiment: can a rule in the learned policy's own action space (a grid shape
+when a job starts, optionally growing running jobs) beat the suite's constants or its best
+heuristic, and how do the heuristics that win size jobs?
+
+    python benchmarks/shape_rules.py [--instance philly-6c71a0-nov@7x] [--config configs/agents/suite_6c71a0.yaml]
+        [--extra-seeds 4] [--heuristics optimus-oracle,gandiva,optimus]
+
+1. Scripted rules through the env of --config (its kwargs, `grow_running` set to true so growth
+   is an action), on the instance's train split (as the suite plans it) and its test windows with
+   the test seed and --extra-seeds more (the learned policy's extended test): start a pending job
+   at `small`, or at `big` while at most `q_big` jobs wait; with `grow`, grow running jobs to that
+   shape while no job waits. The env is work conserving: where the rule's shape does not fit but a
+   smaller one does, the end of the round is masked, and the rule starts the job at the largest
+   shape that fits (counted as `forced`). A rule never growing is the constant of its shape under
+   the env's work conservation.
+2. --heuristics: each heuristic's test-split runs (frozen seeds), watched at every decision: the
+   shape a job first runs at (against its trace request) and how often a running job's shape
+   changes, with its avg JCT.
+Rules are not tuned on the test split: the table reports both splits, and the rule a train-split
+choice would pick is marked.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+import baselines
+from agents.learned import env_for
+from agents.train import load_config
+from dlclusterenv import make_sim
+from dlclusterenv.api import Decision, Scheduler
+from dlclusterenv.benchmark import Instance, instances, load_suite
+
+
+@dataclass(frozen=True)
+class Rule:
+    small: tuple[int, int]
+    big: tuple[int, int]
+    q_big: int = -1  # big while at most this many jobs wait (-1: never)
+    grow: tuple[int, int] | None = None  # grow running jobs to this while no job waits
+
+    @property
+    def name(self) -> str:
+        s = f"{self.small[0]}x{self.small[1]}"
+        if self.q_big >= 0 and self.big != self.small:
+            s += f" | {self.big[0]}x{self.big[1]} if <= {self.q_big} waiting"
+        if self.grow:
+            s += f", grow to {self.grow[0]}x{self.grow[1]} when none waits"
+        return s
+
+
+RULES = (
+    Rule((2, 4), (2, 4)), Rule((8, 8), (8, 8)), Rule((2, 4), (8, 8), 1), Rule((2, 4), (4, 8), 1),
+    Rule((2, 4), (2, 4), grow=(8, 8)), Rule((2, 4), (2, 4), grow=(4, 8)),
+    Rule((2, 4), (8, 8), 1, grow=(8, 8)), Rule((1, 2), (1, 2), grow=(8, 8)),
+)
+
+
+def rule_episode(env, seed: int, rule: Rule) -> dict:
+    """One episode of `rule` on `env` (an allocation env with shapes): avg JCT, starts forced to a
+    smaller shape by work conservation, growths of running jobs."""
+    u = env.unwrapped
+    shapes, end = u.shapes, env.action_space.n - 1
+    for s in (rule.small, rule.big, rule.grow):
+        if s is not None and s not in shapes:
+            raise ValueError(f"rule {rule.name!r}: {s} is not one of the env's shapes {shapes}")
+    obs, _ = env.reset(seed=seed)
+    forced = grown = 0
+    while True:
+        mask = u.action_masks()
+        q = float(obs["global"][5])  # waiting / (waiting + max_jobs), as learned_suite reads it
+        waiting = round(u.max_jobs * q / (1 - q))
+        a = end
+        for slot, job in enumerate(u.slots()):
+            if job.status == "running":
+                k = slot * u.per_job + shapes.index(rule.grow) if rule.grow and waiting == 0 else -1
+            else:
+                want = rule.big if waiting <= rule.q_big else rule.small
+                k = slot * u.per_job + shapes.index(want)
+            if k >= 0 and mask[k]:
+                a = k
+                grown += job.status == "running"
+                break
+        if a == end and not mask[end]:  # work conserving: start a job at the largest shape that fits
+            ok = np.flatnonzero(mask[:end])
+            a = int(max(ok, key=lambda k: (shapes[k % u.per_job][1], shapes[k % u.per_job][0], -k)))
+            forced += 1
+        obs, _, te, tr, info = env.step(a)
+        if info["invalid_action"]:
+            raise RuntimeError(f"rule {rule.name!r} chose masked action {a}")
+        if te or tr:
+            return {"avg_jct_s": u.sim.metrics().summary()["avg_jct_s"], "forced": forced, "grown": grown}
+
+
+class _Watch(Scheduler):
+    """Runs `inner`; at each decision notes every running job's shape: the first one (with the
+    job's request) and each change since the last decision."""
+
+    def __init__(self, inner: Scheduler):
+        self.inner, self.name, self.oracle = inner, inner.name, inner.oracle
+        self.starts: Counter = Counter()
+        self.changes = 0
+        self.seen: dict[str, tuple[int, int]] = {}
+
+    def reset(self, seed=None) -> None:
+        self.inner.reset(seed)
+        self.seen = {}
+
+    def decide(self, view) -> Decision:
+        for j in view.jobs:
+            if j.status == "running":
+                shape = (j.num_ps, j.num_workers)
+                old = self.seen.get(j.job_id)
+                if old is None:
+                    self.starts["as requested" if shape == tuple(j.requested) else "other"] += 1
+                    self.starts[shape] += 1
+                elif old != shape:
+                    self.changes += 1
+                self.seen[j.job_id] = shape
+        return self.inner.decide(view)
+
+
+def sizing(inst: Instance, policy: str) -> dict:
+    """`policy` on the instance's frozen test runs, watched: avg JCTs, start shapes, changes."""
+    w = _Watch(baselines.make(policy))
+    jct = [make_sim(sc, s).run(w).summary()["avg_jct_s"] for _, sc, s in inst.runs("test")]
+    started = sum(v for k, v in w.starts.items() if isinstance(k, tuple))
+    return {"avg_jct_s": jct, "starts": w.starts, "changes": w.changes, "started": started}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--suite", default="v2")
+    ap.add_argument("--instance", default="philly-6c71a0-nov@7x")
+    ap.add_argument("--config", default="configs/agents/suite_6c71a0.yaml",
+                    help="the learned policy's training config: its env is the rules' env")
+    ap.add_argument("--extra-seeds", type=int, default=4)
+    ap.add_argument("--heuristics", default="optimus-oracle,gandiva,optimus")
+    ap.add_argument("--rules", type=int, default=len(RULES), help="the first N rules only")
+    a = ap.parse_args(argv)
+    suite, where = load_suite(a.suite)
+    found = {i.key: i for i in instances(suite, where, say=lambda m: None)}
+    if a.instance not in found:
+        raise SystemExit(f"--instance: {a.instance!r} not in suite {suite.name} (it has {', '.join(found)})")
+    inst = found[a.instance]
+    cfg = load_config(a.config)
+    cfg.env.kwargs["grow_running"] = True
+    train = [(sc, s) for _, sc, s in inst.runs("train")]
+    base = max(inst.entry.test.seeds)
+    test = [(sc, s) for _, sc, _ in inst.runs("test")[:: len(inst.entry.test.seeds)]
+            for s in range(min(inst.entry.test.seeds), base + 1 + a.extra_seeds)]
+    print(f"{inst.key}: rules in {cfg.env.id}'s action space (grow_running true); "
+          f"train {len(train)} runs, test {len(test)} runs (avg JCT s, mean over runs)")
+    rows = []
+    for rule in RULES[: a.rules]:
+        res = {k: [rule_episode(env_for(cfg, sc), s, rule) for sc, s in runs] for k, runs in
+               (("train", train), ("test", test))}
+        rows.append((rule, res))
+    pick = min(rows, key=lambda r: np.mean([x["avg_jct_s"] for x in r[1]["train"]]))[0]
+    for rule, res in rows:
+        tr, te = ([x["avg_jct_s"] for x in res[k]] for k in ("train", "test"))
+        fo, gr = (sum(x[c] for split in res.values() for x in split) for c in ("forced", "grown"))
+        mark = "  <- best on train" if rule is pick else ""
+        print(f"  {rule.name:52s} train {np.mean(tr):9,.0f}  test {np.mean(te):9,.0f}  "
+              f"forced starts {fo:4d}  growths {gr:4d}{mark}")
+    for h in filter(None, a.heuristics.split(",")):
+        r = sizing(inst, h)
+        shapes = {f"{k[0]}x{k[1]}": v for k, v in r["starts"].most_common() if isinstance(k, tuple)}
+        print(f"  {h}: test avg JCT {', '.join(f'{x:,.0f}' for x in r['avg_jct_s'])} s; "
+              f"{r['started']} jobs started, {r['starts']['as requested']} at their request; "
+              f"first shapes {dict(list(shapes.items())[:8])}; shape changes of running jobs {r['changes']}")
+
+
+if __name__ == "__main__":
+    main()

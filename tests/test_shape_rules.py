@@ -1,0 +1,48 @@
+"""benchmarks/shape_rules.py: scripted shape rules in the allocation env's action space, and the
+sizing watcher of heuristics."""
+
+import gymnasium as gym
+import pytest
+
+import dlclusterenv  # noqa: F401  (registers the env ids)
+from benchmarks.shape_rules import Rule, rule_episode, _Watch
+import baselines
+from dlclusterenv import make_sim
+
+
+def _env():
+    return gym.make("DLClusterAlloc-v0", scenario="default", placer="consolidate", work_conserving=True,
+                    shapes=[[1, 1], [2, 4], [4, 8]], grow_running=True, max_jobs=32)
+
+
+def test_growth_is_an_action_that_changes_the_run():
+    still = rule_episode(_env(), 0, Rule((2, 4), (2, 4)))
+    grow = rule_episode(_env(), 0, Rule((2, 4), (2, 4), grow=(4, 8)))
+    assert still["grown"] == 0 and grow["grown"] > 0
+    assert grow["avg_jct_s"] != still["avg_jct_s"]
+
+
+def test_big_while_few_wait_changes_the_run_and_same_rule_same_result():
+    a = rule_episode(_env(), 1, Rule((1, 1), (1, 1)))
+    b = rule_episode(_env(), 1, Rule((1, 1), (4, 8), q_big=1))
+    assert a["avg_jct_s"] != b["avg_jct_s"]
+    assert rule_episode(_env(), 1, Rule((1, 1), (4, 8), q_big=1)) == b
+
+
+def test_a_shape_the_env_lacks_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"8x8.*\(8, 8\) is not one of the env's shapes"):
+        rule_episode(_env(), 0, Rule((8, 8), (8, 8)))
+
+
+def test_watch_sees_fifo_start_jobs_as_requested_and_never_resize():
+    w = _Watch(baselines.make("fifo"))
+    direct = make_sim("default", 0).run(baselines.make("fifo")).summary()["avg_jct_s"]
+    assert make_sim("default", 0).run(w).summary()["avg_jct_s"] == direct  # watching changes nothing
+    shapes = sum(v for k, v in w.starts.items() if isinstance(k, tuple))
+    assert shapes > 0 and w.starts["as requested"] == shapes and w.changes == 0
+
+
+def test_watch_counts_optimus_resizes():
+    w = _Watch(baselines.make("optimus"))
+    make_sim("default", 0).run(w)
+    assert w.changes > 0
