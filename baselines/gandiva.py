@@ -182,8 +182,12 @@ class Gandiva(Scheduler):
         grow_shrink: bool = True,
         pack_util_max: float = math.inf,
         grow_max_factor: int = 4,
+        oversubscription: bool = True,
     ):
+        """`oversubscription=False` drops Algorithm 1's lines 11-12 (a job that finds no free GPUs
+        queues instead of time-slicing): an ablation, not the paper's Gandiva."""
         self.packing, self.migration, self.grow_shrink = packing, migration, grow_shrink
+        self.oversubscription = oversubscription
         self.pack_util_max = pack_util_max
         self.grow_max_factor = grow_max_factor
 
@@ -258,7 +262,7 @@ class Gandiva(Scheduler):
             return "unallocated", out  # lines 7-8
         if nodes3:
             return "relaxed", nodes3  # lines 9-10
-        if len(nodes1) == len(need):  # lines 11-12: over-subscription
+        if self.oversubscription and len(nodes1) == len(need):  # lines 11-12: over-subscription
             out = []
             for n, m in zip(nodes1, need):
                 util = {}

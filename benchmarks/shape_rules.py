@@ -16,6 +16,10 @@ heuristic, and how do the heuristics that win size jobs?
 2. --heuristics: each heuristic's test-split runs (frozen seeds), watched at every decision: the
    shape a job first runs at (against its trace request) and how often a running job's shape
    changes, with its avg JCT.
+3. Gandiva (the instance's best heuristic) with each of its mechanisms off in turn
+   (`Gandiva(oversubscription=False)`: Algorithm 1's lines 11-12, time-slicing a job onto busy GPUs
+   instead of queueing it; packing, migration, grow-shrink), on the same train and test runs: which
+   mechanism its lead over the constants comes from.
 Rules are not tuned on the test split: the table reports both splits, and the rule a train-split
 choice would pick is marked.
 """
@@ -42,6 +46,7 @@ class Rule:
     big: tuple[int, int]
     q_big: int = -1  # big while at most this many jobs wait (-1: never)
     grow: tuple[int, int] | None = None  # grow running jobs to this while no job waits
+    shrink: bool = False  # while a waiting job does not fit, shrink the largest grown job to small
 
     @property
     def name(self) -> str:
@@ -50,6 +55,8 @@ class Rule:
             s += f" | {self.big[0]}x{self.big[1]} if <= {self.q_big} waiting"
         if self.grow:
             s += f", grow to {self.grow[0]}x{self.grow[1]} when none waits"
+        if self.shrink:
+            s += ", shrink back while one waits"
         return s
 
 
@@ -57,43 +64,59 @@ RULES = (
     Rule((2, 4), (2, 4)), Rule((8, 8), (8, 8)), Rule((2, 4), (8, 8), 1), Rule((2, 4), (4, 8), 1),
     Rule((2, 4), (2, 4), grow=(8, 8)), Rule((2, 4), (2, 4), grow=(4, 8)),
     Rule((2, 4), (8, 8), 1, grow=(8, 8)), Rule((1, 2), (1, 2), grow=(8, 8)),
+    Rule((2, 4), (2, 4), grow=(8, 8), shrink=True), Rule((2, 4), (2, 4), grow=(4, 8), shrink=True),
+    Rule((1, 2), (1, 2), grow=(8, 8), shrink=True), Rule((1, 2), (1, 2), grow=(4, 8), shrink=True),
 )
 
 
 def rule_episode(env, seed: int, rule: Rule) -> dict:
-    """One episode of `rule` on `env` (an allocation env with shapes): avg JCT, starts forced to a
-    smaller shape by work conservation, growths of running jobs."""
+    """One episode of `rule` on `env` (an allocation env with shapes; with `resize_running` for a
+    rule that shrinks): avg JCT, starts forced to a smaller shape by work conservation, growths
+    and shrinks of running jobs."""
     u = env.unwrapped
     shapes, end = u.shapes, env.action_space.n - 1
     for s in (rule.small, rule.big, rule.grow):
         if s is not None and s not in shapes:
             raise ValueError(f"rule {rule.name!r}: {s} is not one of the env's shapes {shapes}")
+    if rule.shrink and not getattr(u, "resize_running", False):
+        raise ValueError(f"rule {rule.name!r} shrinks jobs: the env needs resize_running")
     obs, _ = env.reset(seed=seed)
-    forced = grown = 0
+    forced = grown = shrunk = 0
     while True:
         mask = u.action_masks()
         q = float(obs["global"][5])  # waiting / (waiting + max_jobs), as learned_suite reads it
         waiting = round(u.max_jobs * q / (1 - q))
-        a = end
-        for slot, job in enumerate(u.slots()):
-            if job.status == "running":
-                k = slot * u.per_job + shapes.index(rule.grow) if rule.grow and waiting == 0 else -1
+        a, stuck = end, False
+        slots = u.slots()
+        for slot, job in enumerate(slots):
+            if job.status == "running":  # grow (never a resize: that is the shrink below)
+                grow = rule.grow and waiting == 0 and not u._is_resize(job, *rule.grow)
+                k = slot * u.per_job + shapes.index(rule.grow) if grow else -1
             else:
                 want = rule.big if waiting <= rule.q_big else rule.small
                 k = slot * u.per_job + shapes.index(want)
+                stuck = stuck or (not mask[k] and u._proposed(job) == (0, 0))
             if k >= 0 and mask[k]:
                 a = k
                 grown += job.status == "running"
                 break
+        if a == end and stuck and rule.shrink:  # shrink the largest job grown past `small`
+            k = shapes.index(rule.small)
+            grown_jobs = [i for i, j in enumerate(slots) if j.status == "running"
+                          and u._proposed(j)[1] > rule.small[1] and mask[i * u.per_job + k]]
+            if grown_jobs:
+                i = max(grown_jobs, key=lambda i: (u._proposed(slots[i])[1], -i))
+                a, shrunk = i * u.per_job + k, shrunk + 1
         if a == end and not mask[end]:  # work conserving: start a job at the largest shape that fits
-            ok = np.flatnonzero(mask[:end])
-            a = int(max(ok, key=lambda k: (shapes[k % u.per_job][1], shapes[k % u.per_job][0], -k)))
+            pending = [k for k in np.flatnonzero(mask[:end]) if slots[k // u.per_job].status != "running"]
+            a = int(max(pending, key=lambda k: (shapes[k % u.per_job][1], shapes[k % u.per_job][0], -k)))
             forced += 1
         obs, _, te, tr, info = env.step(a)
         if info["invalid_action"]:
             raise RuntimeError(f"rule {rule.name!r} chose masked action {a}")
         if te or tr:
-            return {"avg_jct_s": u.sim.metrics().summary()["avg_jct_s"], "forced": forced, "grown": grown}
+            return {"avg_jct_s": u.sim.metrics().summary()["avg_jct_s"], "forced": forced, "grown": grown,
+                    "shrunk": shrunk}
 
 
 class _Watch(Scheduler):
@@ -132,6 +155,16 @@ def sizing(inst: Instance, policy: str) -> dict:
     return {"avg_jct_s": jct, "starts": w.starts, "changes": w.changes, "started": started}
 
 
+ABLATIONS = {"gandiva (paper)": {}, "no over-subscription": {"oversubscription": False},
+             "no packing": {"packing": False}, "no migration": {"migration": False},
+             "no grow-shrink": {"grow_shrink": False}}
+
+
+def ablation(runs: list, **kw) -> list[float]:
+    """Gandiva(**kw)'s avg JCT on each (scenario, seed) of `runs`."""
+    return [make_sim(sc, s).run(baselines.make("gandiva", **kw)).summary()["avg_jct_s"] for sc, s in runs]
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--suite", default="v2")
@@ -141,6 +174,7 @@ def main(argv=None) -> None:
     ap.add_argument("--extra-seeds", type=int, default=4)
     ap.add_argument("--heuristics", default="optimus-oracle,gandiva,optimus")
     ap.add_argument("--rules", type=int, default=len(RULES), help="the first N rules only")
+    ap.add_argument("--no-ablations", action="store_true", help="skip Gandiva's ablations (3)")
     a = ap.parse_args(argv)
     suite, where = load_suite(a.suite)
     found = {i.key: i for i in instances(suite, where, say=lambda m: None)}
@@ -148,31 +182,36 @@ def main(argv=None) -> None:
         raise SystemExit(f"--instance: {a.instance!r} not in suite {suite.name} (it has {', '.join(found)})")
     inst = found[a.instance]
     cfg = load_config(a.config)
-    cfg.env.kwargs["grow_running"] = True
+    cfg.env.kwargs.update(grow_running=True, resize_running=True)
     train = [(sc, s) for _, sc, s in inst.runs("train")]
     base = max(inst.entry.test.seeds)
     test = [(sc, s) for _, sc, _ in inst.runs("test")[:: len(inst.entry.test.seeds)]
             for s in range(min(inst.entry.test.seeds), base + 1 + a.extra_seeds)]
-    print(f"{inst.key}: rules in {cfg.env.id}'s action space (grow_running true); "
+    print(f"{inst.key}: rules in {cfg.env.id}'s action space (grow_running, resize_running true); "
           f"train {len(train)} runs, test {len(test)} runs (avg JCT s, mean over runs)")
     rows = []
     for rule in RULES[: a.rules]:
         res = {k: [rule_episode(env_for(cfg, sc), s, rule) for sc, s in runs] for k, runs in
                (("train", train), ("test", test))}
         rows.append((rule, res))
-    pick = min(rows, key=lambda r: np.mean([x["avg_jct_s"] for x in r[1]["train"]]))[0]
+    pick = min(rows, key=lambda r: np.mean([x["avg_jct_s"] for x in r[1]["train"]]))[0] if rows else None
     for rule, res in rows:
         tr, te = ([x["avg_jct_s"] for x in res[k]] for k in ("train", "test"))
-        fo, gr = (sum(x[c] for split in res.values() for x in split) for c in ("forced", "grown"))
+        fo, gr, sh = (sum(x[c] for split in res.values() for x in split) for c in ("forced", "grown", "shrunk"))
         mark = "  <- best on train" if rule is pick else ""
         print(f"  {rule.name:52s} train {np.mean(tr):9,.0f}  test {np.mean(te):9,.0f}  "
-              f"forced starts {fo:4d}  growths {gr:4d}{mark}")
+              f"forced starts {fo:4d}  growths {gr:4d}  shrinks {sh:4d}{mark}")
     for h in filter(None, a.heuristics.split(",")):
         r = sizing(inst, h)
         shapes = {f"{k[0]}x{k[1]}": v for k, v in r["starts"].most_common() if isinstance(k, tuple)}
         print(f"  {h}: test avg JCT {', '.join(f'{x:,.0f}' for x in r['avg_jct_s'])} s; "
               f"{r['started']} jobs started, {r['starts']['as requested']} at their request; "
               f"first shapes {dict(list(shapes.items())[:8])}; shape changes of running jobs {r['changes']}")
+    if not a.no_ablations:
+        print("  Gandiva's mechanisms, each off in turn (avg JCT s, mean over runs):")
+        for name, kw in ABLATIONS.items():
+            tr, te = ablation(train, **kw), ablation(test, **kw)
+            print(f"    {name:24s} train {np.mean(tr):9,.0f}  test {np.mean(te):9,.0f}")
 
 
 if __name__ == "__main__":

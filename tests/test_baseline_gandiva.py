@@ -23,15 +23,16 @@ def gpu_model(**kw):
 SHORT = {"steps_per_epoch": 100, "convergence": {"rel_delta": 0.5, "max_epochs": 1}}  # 1 epoch, 30 s alone
 
 
-def first_decision(nodes: int, gpus: int, jobs: list[tuple], **models):
-    """Gandiva's first decision on `nodes` servers of `gpus` GPUs, all jobs arriving at 0."""
+def first_decision(nodes: int, gpus: int, jobs: list[tuple], gandiva=None, **models):
+    """Gandiva's (default: the paper's) first decision on `nodes` servers of `gpus` GPUs, all jobs
+    arriving at 0."""
     sim = make_sim(
         make_cluster(nodes_per_rack=nodes, gpus=gpus, gpu_memory_gb=24),
         make_zoo(m=gpu_model(), **models),
         jobs,
         tick_s=60,
     )
-    g = Gandiva()
+    g = gandiva or Gandiva()
     g.reset(0)
     d = g.decide(sim.view())
     sim.apply(d)  # the engine accepts it
@@ -82,6 +83,16 @@ def test_branch_oversubscription_of_same_affinity_server():
     assert g.last_branch == {"j0": "unallocated", "j1": "same-affinity", "j2": "oversubscribe"}
     assert sorted(len(x) for x in sim.gpu_tasks) == [1, 2]
     assert sim.jobs["j2"].status == "running"
+
+
+def test_without_oversubscription_the_third_job_queues():
+    """The ablation `oversubscription=False` (benchmarks/shape_rules.py) skips lines 11-12: the job
+    line 11-12 would time-slice onto the full server waits instead."""
+    sim, g, _ = first_decision(1, 2, [("j0", "m", 1, 1), ("j1", "m", 1, 1), ("j2", "m", 1, 1)],
+                               gandiva=Gandiva(oversubscription=False))
+    assert g.last_branch == {"j0": "unallocated", "j1": "same-affinity", "j2": "queue"}
+    assert sorted(len(x) for x in sim.gpu_tasks) == [1, 1]
+    assert sim.jobs["j2"].status == "pending"
 
 
 def test_branch_queue_then_start_when_server_frees():

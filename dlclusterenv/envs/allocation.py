@@ -239,6 +239,7 @@ class AllocationOptions(Options):
     max_adds_per_round: Int = Field(default=0, ge=0, description="0: no bound")
     shapes: Any = None  # checked by _check_shapes
     grow_running: Bool = True
+    resize_running: Bool = False
 
     @field_validator("placer")
     @classmethod
@@ -258,7 +259,7 @@ class AllocationEnv(_ProposalEnv):
 
     ## Arguments
     `placer` ("spread" | "pack"), `work_conserving`, `max_adds_per_round`, `shapes`,
-    `grow_running`, as below.
+    `grow_running`, `resize_running`, as below.
 
     `work_conserving=True` masks end-of-round while a job slot that would not run yet (no PS
     or no worker in its proposal) can still get the task it lacks: every job that fits is
@@ -276,16 +277,22 @@ class AllocationEnv(_ProposalEnv):
     per job plus the end. Why: micro-action allocation did not learn here (README, issue 5
     findings) because a job's size took many correlated actions; a shape is one.
     `grow_running=False` offers shapes to pending jobs only: a job is sized once, when it starts
-    (as Tiresias and Gandiva size jobs; each growth of a running job costs it a checkpoint pause)."""
+    (as Tiresias and Gandiva size jobs; each growth of a running job costs it a checkpoint pause).
+    `resize_running=True` (with shapes and grow_running) also offers a running job each smaller or
+    other shape of the grid: the job is released and placed afresh at it, tasks that stay on their
+    node not moving (as the joint env's release), so a policy can shrink a job it grew when others
+    arrive: Gandiva's grow-shrink, without which Gandiva's avg JCT on suite v2's qualifying
+    instance rises 63% (README, "Growing running jobs")."""
 
     extra_options = AllocationOptions
 
     def __init__(self, scenario="default", placer: str = "spread", work_conserving: bool = False,
-                 max_adds_per_round: int = 0, shapes=None, grow_running: bool = True, **kw):
+                 max_adds_per_round: int = 0, shapes=None, grow_running: bool = True,
+                 resize_running: bool = False, **kw):
         super().__init__(scenario, **kw)
         o = self._extra(placer=placer, work_conserving=work_conserving,
                         max_adds_per_round=max_adds_per_round, shapes=shapes,
-                        grow_running=grow_running)
+                        grow_running=grow_running, resize_running=resize_running)
         self.placer_name = o.placer
         self.placer = get_placer(self.placer_name)
         self.work_conserving = o.work_conserving
@@ -296,6 +303,9 @@ class AllocationEnv(_ProposalEnv):
         self.grow_running = o.grow_running
         if not self.grow_running and not self.shapes:
             raise ValueError("grow_running: False applies only with shapes")
+        self.resize_running = o.resize_running
+        if self.resize_running and not (self.shapes and self.grow_running):
+            raise ValueError("resize_running: True applies only with shapes and grow_running True")
         self._check_shapes_fit()
         self.per_job = len(self.shapes) if self.shapes else 2
         self.action_space = spaces.Discrete(self.per_job * self.max_jobs + 1)
@@ -378,8 +388,21 @@ class AllocationEnv(_ProposalEnv):
             self._add(slot, role, self._pick(slot, role))
             return
         slot, k = divmod(a, self.per_job)
+        job = self.slots()[slot]
+        if self._is_resize(job, *self.shapes[k]):
+            self._release(slot)
         self._grow(slot, *self.shapes[k])
-        self._shaped.add(self.slots()[slot].job_id)
+        self._shaped.add(job.job_id)
+
+    def _is_resize(self, job, p: int, w: int) -> bool:
+        """Whether (p, w) takes a running job to a shape that is not a growth (resize_running):
+        it is released and placed afresh (an all-reduce job's p is ignored, as in _grow)."""
+        if not self.resize_running or job.status != "running":
+            return False
+        p0, w0 = self._proposed(job)
+        if not job.uses_ps:
+            p = p0
+        return (p, w) != (p0, w0) and not (p >= p0 and w >= w0)
 
     def _shape_fits(self) -> np.ndarray:
         """(slots, shapes): the shape actions that would succeed now (computed at every step).
@@ -393,11 +416,33 @@ class AllocationEnv(_ProposalEnv):
                 continue
             add = self._added.get(job.job_id, {"ps": [], "worker": []})
             placed = tuple(self._held_nodes(job))
-            key = (id(job.model), self._proposed(job), placed, tuple(add["worker"]), tuple(add["ps"]))
+            key = (id(job.model), job.uses_ps, self._proposed(job), placed, tuple(add["worker"]),
+                   tuple(add["ps"]))
             if key not in probed:
                 probed[key] = self._probe(i, job)
+                if self.resize_running and job.status == "running":
+                    self._probe_resize(i, job, probed[key])
             ok[i] = probed[key]
         return ok
+
+    def _probe_resize(self, slot: int, job, row: np.ndarray) -> None:
+        """Mark in `row` the shapes a running job can be resized to (_is_resize), each tried on
+        the round's capacity with the job released, then undone. A job not yet shaped this round
+        has no additions, so undoing the release is taking its placed tasks' capacity back."""
+        todo = [k for k, s in enumerate(self.shapes) if self._is_resize(job, *s)]
+        if not todo:
+            return
+        held = [(t.node, job.model.ps if t.role == "ps" else job.model.worker)
+                for t in job.tasks.values() if t.node >= 0]
+        self._release(slot)
+        for k in todo:
+            done = self._grow(slot, *self.shapes[k])
+            if done is not None:
+                row[k] = True
+                self._ungrow(job, done)
+        self._released.discard(job.job_id)
+        for node, d in held:
+            self._take(node, d)
 
     def _probe(self, slot: int, job) -> np.ndarray:
         """Which shapes slot's job can grow to, tried on the round's capacity and undone, so the
@@ -440,8 +485,8 @@ class AllocationEnv(_ProposalEnv):
         if self.work_conserving:
             for i, job in enumerate(self.slots()):
                 p, w = self._proposed(job)
-                if self.shapes:
-                    startable = (p < 1 or w < 1) and fits[i].any()
+                if self.shapes:  # _runs: an all-reduce job runs without a PS
+                    startable = not self._runs(job, p, w) and fits[i].any()
                 else:
                     startable = (p < 1 and fits[i, 0]) or (w < 1 and fits[i, 1])
                 if startable:
