@@ -70,7 +70,7 @@ RULES = (
 
 
 def rule_episode(env, seed: int, rule: Rule) -> dict:
-    """One episode of `rule` on `env` (an allocation env with shapes; with `resize_running` for a
+    """One episode of `rule` on `env` (an allocation env with shapes; with `shrink_running` for a
     rule that shrinks): avg JCT, starts forced to a smaller shape by work conservation, growths
     and shrinks of running jobs."""
     u = env.unwrapped
@@ -78,8 +78,8 @@ def rule_episode(env, seed: int, rule: Rule) -> dict:
     for s in (rule.small, rule.big, rule.grow):
         if s is not None and s not in shapes:
             raise ValueError(f"rule {rule.name!r}: {s} is not one of the env's shapes {shapes}")
-    if rule.shrink and not getattr(u, "resize_running", False):
-        raise ValueError(f"rule {rule.name!r} shrinks jobs: the env needs resize_running")
+    if rule.shrink and not getattr(u, "shrink_running", False):
+        raise ValueError(f"rule {rule.name!r} shrinks jobs: the env needs shrink_running")
     obs, _ = env.reset(seed=seed)
     forced = grown = shrunk = 0
     while True:
@@ -90,7 +90,7 @@ def rule_episode(env, seed: int, rule: Rule) -> dict:
         slots = u.slots()
         for slot, job in enumerate(slots):
             if job.status == "running":  # grow (never a resize: that is the shrink below)
-                grow = rule.grow and waiting == 0 and not u._is_resize(job, *rule.grow)
+                grow = rule.grow and waiting == 0 and not u._is_shrink(job, *rule.grow)
                 k = slot * u.per_job + shapes.index(rule.grow) if grow else -1
             else:
                 want = rule.big if waiting <= rule.q_big else rule.small
@@ -182,12 +182,12 @@ def main(argv=None) -> None:
         raise SystemExit(f"--instance: {a.instance!r} not in suite {suite.name} (it has {', '.join(found)})")
     inst = found[a.instance]
     cfg = load_config(a.config)
-    cfg.env.kwargs.update(grow_running=True, resize_running=True)
+    cfg.env.kwargs.update(grow_running=True, shrink_running=True)
     train = [(sc, s) for _, sc, s in inst.runs("train")]
     base = max(inst.entry.test.seeds)
     test = [(sc, s) for _, sc, _ in inst.runs("test")[:: len(inst.entry.test.seeds)]
             for s in range(min(inst.entry.test.seeds), base + 1 + a.extra_seeds)]
-    print(f"{inst.key}: rules in {cfg.env.id}'s action space (grow_running, resize_running true); "
+    print(f"{inst.key}: rules in {cfg.env.id}'s action space (grow_running, shrink_running true); "
           f"train {len(train)} runs, test {len(test)} runs (avg JCT s, mean over runs)")
     rows = []
     for rule in RULES[: a.rules]:

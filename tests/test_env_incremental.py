@@ -33,7 +33,7 @@ CASES = [
     ("DLClusterPlace-v0", {}),
     ("DLClusterAlloc-v0", {}),
     ("DLClusterAlloc-v0", {"shapes": [[1, 1], [2, 4], [4, 8]]}),
-    ("DLClusterAlloc-v0", {"shapes": [[1, 1], [2, 4], [4, 8]], "resize_running": True}),
+    ("DLClusterAlloc-v0", {"shapes": [[1, 1], [2, 4], [4, 8]], "shrink_running": True}),
     ("DLClusterJoint-v0", {}),
     ("DLClusterShare-v0", {}),
 ]

@@ -110,3 +110,11 @@ def test_the_grow_config_differs_from_the_7x_one_only_in_growing_running_jobs():
     assert {k: v for k, v in grow.env.kwargs.items() if k != "grow_running"} == \
         {k: v for k, v in seven.env.kwargs.items() if k != "grow_running"}
     assert grow.model_dump(exclude={"env"}) == seven.model_dump(exclude={"env"})
+
+
+def test_the_shrink_config_is_the_grow_config_with_shrinks():
+    """configs/agents/suite_6c71a0_shrink.yaml: the grow config plus shrink_running true."""
+    shared_file("traces", "philly_jobs.csv")
+    resize, grow = (load_config(f"configs/agents/{n}.yaml") for n in ("suite_6c71a0_shrink", "suite_6c71a0_grow"))
+    assert resize.env.kwargs == {**grow.env.kwargs, "shrink_running": True}
+    assert resize.model_dump(exclude={"env"}) == grow.model_dump(exclude={"env"})

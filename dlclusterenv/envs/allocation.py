@@ -239,7 +239,7 @@ class AllocationOptions(Options):
     max_adds_per_round: Int = Field(default=0, ge=0, description="0: no bound")
     shapes: Any = None  # checked by _check_shapes
     grow_running: Bool = True
-    resize_running: Bool = False
+    shrink_running: Bool = False
 
     @field_validator("placer")
     @classmethod
@@ -259,7 +259,7 @@ class AllocationEnv(_ProposalEnv):
 
     ## Arguments
     `placer` ("spread" | "pack"), `work_conserving`, `max_adds_per_round`, `shapes`,
-    `grow_running`, `resize_running`, as below.
+    `grow_running`, `shrink_running`, as below.
 
     `work_conserving=True` masks end-of-round while a job slot that would not run yet (no PS
     or no worker in its proposal) can still get the task it lacks: every job that fits is
@@ -278,21 +278,22 @@ class AllocationEnv(_ProposalEnv):
     findings) because a job's size took many correlated actions; a shape is one.
     `grow_running=False` offers shapes to pending jobs only: a job is sized once, when it starts
     (as Tiresias and Gandiva size jobs; each growth of a running job costs it a checkpoint pause).
-    `resize_running=True` (with shapes and grow_running) also offers a running job each smaller or
-    other shape of the grid: the job is released and placed afresh at it, tasks that stay on their
-    node not moving (as the joint env's release), so a policy can shrink a job it grew when others
-    arrive: Gandiva's grow-shrink, without which Gandiva's avg JCT on suite v2's qualifying
-    instance rises 63% (README, "Growing running jobs")."""
+    `shrink_running=True` (with shapes and grow_running) also offers a running job each smaller
+    shape of the grid (p and w no larger; an all-reduce job's w smaller): it keeps its first p PS
+    and w workers where they are and the engine drops the others (Job.resize), so the action
+    always fits and frees their resources for the rest of the round. So a policy can shrink a job
+    it grew when others arrive: Gandiva's grow-shrink, without which Gandiva's avg JCT on suite
+    v2's qualifying instance rises 63% (README, "Growing and shrinking running jobs")."""
 
     extra_options = AllocationOptions
 
     def __init__(self, scenario="default", placer: str = "spread", work_conserving: bool = False,
                  max_adds_per_round: int = 0, shapes=None, grow_running: bool = True,
-                 resize_running: bool = False, **kw):
+                 shrink_running: bool = False, **kw):
         super().__init__(scenario, **kw)
         o = self._extra(placer=placer, work_conserving=work_conserving,
                         max_adds_per_round=max_adds_per_round, shapes=shapes,
-                        grow_running=grow_running, resize_running=resize_running)
+                        grow_running=grow_running, shrink_running=shrink_running)
         self.placer_name = o.placer
         self.placer = get_placer(self.placer_name)
         self.work_conserving = o.work_conserving
@@ -303,9 +304,9 @@ class AllocationEnv(_ProposalEnv):
         self.grow_running = o.grow_running
         if not self.grow_running and not self.shapes:
             raise ValueError("grow_running: False applies only with shapes")
-        self.resize_running = o.resize_running
-        if self.resize_running and not (self.shapes and self.grow_running):
-            raise ValueError("resize_running: True applies only with shapes and grow_running True")
+        self.shrink_running = o.shrink_running
+        if self.shrink_running and not (self.shapes and self.grow_running):
+            raise ValueError("shrink_running: True applies only with shapes and grow_running True")
         self._check_shapes_fit()
         self.per_job = len(self.shapes) if self.shapes else 2
         self.action_space = spaces.Discrete(self.per_job * self.max_jobs + 1)
@@ -325,6 +326,7 @@ class AllocationEnv(_ProposalEnv):
     def _begin_round(self) -> None:
         super()._begin_round()
         self._shaped: set[str] = set()
+        self._shrunk: dict[str, tuple[int, int]] = {}  # job -> the smaller (p, w) it keeps
 
     def encode_shape(self, slot: int, p: int, w: int) -> int:
         """The action growing `slot`'s job to (p, w); ValueError if (p, w) is not a shape."""
@@ -389,20 +391,39 @@ class AllocationEnv(_ProposalEnv):
             return
         slot, k = divmod(a, self.per_job)
         job = self.slots()[slot]
-        if self._is_resize(job, *self.shapes[k]):
-            self._release(slot)
-        self._grow(slot, *self.shapes[k])
+        if self._is_shrink(job, *self.shapes[k]):
+            self._shrink(job, *self.shapes[k])
+        else:
+            self._grow(slot, *self.shapes[k])
         self._shaped.add(job.job_id)
 
-    def _is_resize(self, job, p: int, w: int) -> bool:
-        """Whether (p, w) takes a running job to a shape that is not a growth (resize_running):
-        it is released and placed afresh (an all-reduce job's p is ignored, as in _grow)."""
-        if not self.resize_running or job.status != "running":
+    def _is_shrink(self, job, p: int, w: int) -> bool:
+        """Whether (p, w) shrinks a running job (shrink_running): no larger in p and w, not equal
+        (an all-reduce job's p is ignored, as in _grow)."""
+        if not self.shrink_running or job.status != "running":
             return False
         p0, w0 = self._proposed(job)
         if not job.uses_ps:
             p = p0
-        return (p, w) != (p0, w0) and not (p >= p0 and w >= w0)
+        return p <= p0 and w <= w0 and (p, w) != (p0, w0)
+
+    def _shrink(self, job, p: int, w: int) -> None:
+        """Keep the job's first p PS and w workers (Job.resize drops the highest-numbered) and
+        give the others' resources back to the round."""
+        if not job.uses_ps:
+            p = job.num_ps
+        for t in job.ps_tasks()[p:] + job.worker_tasks()[w:]:
+            self._take(t.node, job.model.ps if t.role == "ps" else job.model.worker, -1)
+        self._shrunk[job.job_id] = (p, w)
+        self._changed(job.job_id)
+
+    def _proposed(self, job) -> tuple[int, int]:
+        return self._shrunk.get(job.job_id) or super()._proposed(job)
+
+    def _end_round(self) -> Decision:
+        d = super()._end_round()
+        d.allocate.update(self._shrunk)  # no tasks placed: the engine drops the highest-numbered
+        return d
 
     def _shape_fits(self) -> np.ndarray:
         """(slots, shapes): the shape actions that would succeed now (computed at every step).
@@ -420,29 +441,10 @@ class AllocationEnv(_ProposalEnv):
                    tuple(add["ps"]))
             if key not in probed:
                 probed[key] = self._probe(i, job)
-                if self.resize_running and job.status == "running":
-                    self._probe_resize(i, job, probed[key])
+                if self.shrink_running and job.status == "running":  # a shrink always fits
+                    probed[key] |= [self._is_shrink(job, *s) for s in self.shapes]
             ok[i] = probed[key]
         return ok
-
-    def _probe_resize(self, slot: int, job, row: np.ndarray) -> None:
-        """Mark in `row` the shapes a running job can be resized to (_is_resize), each tried on
-        the round's capacity with the job released, then undone. A job not yet shaped this round
-        has no additions, so undoing the release is taking its placed tasks' capacity back."""
-        todo = [k for k, s in enumerate(self.shapes) if self._is_resize(job, *s)]
-        if not todo:
-            return
-        held = [(t.node, job.model.ps if t.role == "ps" else job.model.worker)
-                for t in job.tasks.values() if t.node >= 0]
-        self._release(slot)
-        for k in todo:
-            done = self._grow(slot, *self.shapes[k])
-            if done is not None:
-                row[k] = True
-                self._ungrow(job, done)
-        self._released.discard(job.job_id)
-        for node, d in held:
-            self._take(node, d)
 
     def _probe(self, slot: int, job) -> np.ndarray:
         """Which shapes slot's job can grow to, tried on the round's capacity and undone, so the

@@ -1,5 +1,5 @@
-"""DLClusterAlloc-v0's `resize_running` option: with shapes, a running job can also be resized to
-a smaller or other grid shape (released and placed afresh, tasks that stay on their node not moving)."""
+"""DLClusterAlloc-v0's `shrink_running` option: with shapes, a running job can also shrink to a
+smaller grid shape, keeping its first tasks where they are."""
 
 import gymnasium as gym
 import numpy as np
@@ -33,22 +33,24 @@ def _run_until_running_at(env, shape):
     raise AssertionError("no running job at the shape")
 
 
-def test_a_running_job_is_shrunk_keeping_tasks_in_place():
-    env = _env(resize_running=True)
+def test_a_running_job_is_shrunk_keeping_its_first_tasks_in_place():
+    env = _env(shrink_running=True)
     slot = _run_until_running_at(env, (4, 8))
     job = env.slots()[slot]
     before = {t.task_id: t.node for t in job.tasks.values()}
+    free_gpu = env._cap_gpus
     a = slot * env.per_job + SHAPES.index([2, 4])
     assert env.action_masks()[a]
     env.step(a)
     assert env._proposed(job) == (2, 4)
-    *_, info = env.step(env.action_space.n - 1)  # end the round: the engine resizes the job
+    assert env._cap_gpus == free_gpu + 4 * job.model.worker.gpu  # the dropped workers' GPUs, for this round
+    assert env._end_round().allocate == {job.job_id: (2, 4)}
+    *_, info = env.step(env.action_space.n - 1)  # end the round: the engine drops the last tasks
     assert not info["invalid_action"]
     assert (job.num_ps, job.num_workers) == (2, 4)
-    kept = [t for t in job.tasks.values() if t.node >= 0]
-    assert len(kept) == 6
-    # the new tasks sit on nodes the job held: a shrink under consolidate moves no task off its node
-    assert {t.node for t in kept} <= set(before.values())
+    after = {t.task_id: t.node for t in job.tasks.values()}
+    want = [f"{job.job_id}/ps{i}" for i in range(2)] + [f"{job.job_id}/w{i}" for i in range(4)]
+    assert after == {t: before[t] for t in want}
 
 
 def test_without_the_option_a_running_job_is_offered_growths_only():
@@ -56,38 +58,38 @@ def test_without_the_option_a_running_job_is_offered_growths_only():
     slot = _run_until_running_at(env, (4, 8))
     mask = env.action_masks()
     assert not mask[slot * env.per_job: (slot + 1) * env.per_job].any()  # 4x8 is the largest shape
-    env2 = _env(resize_running=True)
+    env2 = _env(shrink_running=True)
     slot2 = _run_until_running_at(env2, (4, 8))
     m2 = env2.action_masks()[slot2 * env2.per_job: (slot2 + 1) * env2.per_job]
-    assert m2.tolist() == [True, True, False]
+    assert m2.tolist() == [True, True, False]  # 1x1 and 2x4 are shrinks
 
 
-def test_random_resizes_run_to_the_end_without_invalid_actions():
-    env = _env(resize_running=True, work_conserving=True)
+def test_random_shrinks_run_to_the_end_without_invalid_actions():
+    env = _env(shrink_running=True, work_conserving=True)
     rng = np.random.default_rng(3)
     env.reset(seed=3)
-    resized = 0
+    shrunk = 0
     for _ in range(20000):
         mask = env.action_masks()
         a = int(rng.choice(np.flatnonzero(mask)))
         if a != env.action_space.n - 1:
             slot, k = divmod(a, env.per_job)
-            resized += env._is_resize(env.slots()[slot], *env.shapes[k])
+            shrunk += env._is_shrink(env.slots()[slot], *env.shapes[k])
         _, _, te, tr, info = env.step(a)
         assert not info["invalid_action"]
         if te or tr:
             break
-    assert te and resized > 0
+    assert te and shrunk > 0
 
 
 @pytest.mark.parametrize("kw", [{}, {"grow_running": False}])
-def test_resize_needs_shapes_and_growth(kw):
-    args = {"resize_running": True, **kw}
+def test_shrink_needs_shapes_and_growth(kw):
+    args = {"shrink_running": True, **kw}
     if not kw:
-        with pytest.raises(ValueError, match="resize_running"):
+        with pytest.raises(ValueError, match="shrink_running"):
             gym.make("DLClusterAlloc-v0", scenario="default", **args)
     else:
-        with pytest.raises(ValueError, match="resize_running"):
+        with pytest.raises(ValueError, match="shrink_running"):
             _env(**args)
 
 
@@ -98,13 +100,13 @@ def _allreduce_default():
     return sc.model_copy(update={"workload": sc.workload.model_copy(update={"comm": "allreduce"})})
 
 
-@pytest.mark.parametrize("resize", [False, True])
-def test_work_conservation_never_forces_a_running_allreduce_job_to_grow(resize):
+@pytest.mark.parametrize("shrink", [False, True])
+def test_work_conservation_never_forces_a_running_allreduce_job_to_grow(shrink):
     """work_conserving masks the end of a round only while a job that does not run yet could
     start: a running all-reduce job (no PS, by design) is running, so its growths never mask it.
     (Before, `p < 1` counted it as not started, so with grow_running every round had to grow it.)"""
     env = gym.make("DLClusterAlloc-v0", scenario=_allreduce_default(), shapes=SHAPES, placer="consolidate",
-                   work_conserving=True, resize_running=resize).unwrapped
+                   work_conserving=True, shrink_running=shrink).unwrapped
     rng = np.random.default_rng(1)
     env.reset(seed=1)
     running_growable = 0
