@@ -125,7 +125,9 @@ def cached_execute(tasks: list[Task], cache: Path) -> list[dict]:
 def learned_episode(task: Task) -> tuple[dict, list[dict]]:
     """The learned policy's run (the row run_task would give, from the same deterministic episode
     as `agents.learned.episode`) and its shape decisions: jobs waiting (including the one sized) and
-    free GPUs as its observation showed them, the shape index chosen, and whether every shape fit."""
+    free GPUs as its observation showed them, the shape index chosen, whether every shape fit, and
+    for a start the job's place among the jobs still waiting in arrival order (`queue_pos`, 0 = the
+    oldest; None for a running job's resize): which job it starts is a decision too."""
     t0 = time.perf_counter()
     _, model, env = load_learned(task.policy, task.scenario)
     u = env.unwrapped
@@ -137,7 +139,10 @@ def learned_episode(task: Task) -> tuple[dict, list[dict]]:
         a = int(a)
         if a != env.action_space.n - 1:
             q, slot = obs["global"][5], a // u.per_job
+            slots = u.slots()
+            waiting = [i for i, j in enumerate(slots) if j.status != "running" and u._proposed(j) == (0, 0)]
             out.append({"waiting": round(u.max_jobs * q / (1 - q)),
+                        "queue_pos": waiting.index(slot) if slot in waiting else None,
                         "free_gpus": round(float(obs["global"][3]) * u.cluster.n_gpus),
                         "shape": a % u.per_job,
                         "every_shape_fit": bool(mask[slot * u.per_job:(slot + 1) * u.per_job].all())})
@@ -276,6 +281,10 @@ def evaluate(suite: Suite, inst: Instance, spec: str, compare: list[str], extra_
     result["shapes_by_waiting"] = {f"{lo}-{hi - 1}": {label[i]: n for i, n in sorted(Counter(
         r["shape"] for r in recs if lo <= r["waiting"] < hi).items())}
         for lo, hi in ((0, 2), (2, 5), (5, 10), (10, 20), (20, 10**6))}
+    # which waiting job a start took, where 2+ were waiting (records before this field: left out)
+    picks = [r["queue_pos"] for r in recs if r.get("queue_pos") is not None and r["waiting"] >= 2]
+    result["starts_by_queue_position"] = {k: n for k, n in sorted(Counter(
+        "0 (oldest)" if x == 0 else "1" if x == 1 else "2-4" if x < 5 else "5+" for x in picks).items())}
     from dlclusterenv.plots import shape_choices
 
     shape_choices(recs, shapes, f"{inst.key} test windows: shapes the learned policy chose "
@@ -297,6 +306,7 @@ def report(r: dict) -> None:
                 print(f"  learned / {k:<24} {x['mean']:.3f} +- {x['ci95']:.3f}")
     print("  shapes chosen:", r["shapes"], f"over {r['decisions']} decisions; where every shape fit:",
           r["shapes_when_every_shape_fit"], "; by jobs waiting:", r["shapes_by_waiting"])
+    print("  starts with 2+ waiting, by the started job's place in the queue:", r.get("starts_by_queue_position"))
 
 
 def main(argv=None) -> None:
