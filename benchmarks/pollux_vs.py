@@ -3,9 +3,8 @@
     python benchmarks/pollux_vs.py [--suite v3] [--instances default@1x,philly-6c71a0-nov@1x]
 
 Runs each instance's test split (its seeds and windows) and prints the mean avg JCT per policy; the
-best constant is the best of the suite's constant grid on the same runs. Pollux is not in the frozen
-suites' heuristic lists, so `dlcluster benchmark` does not score it; this script does, on the same
-scenarios.
+best constant is the best of the suite's constant grid on the same runs. Pollux is among v3's
+heuristics (not v1's or v2's); this script scores a few instances without running the whole suite.
 """
 
 from __future__ import annotations

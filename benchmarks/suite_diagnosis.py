@@ -14,8 +14,9 @@
    work Q, so at equal speed-up it feeds the *longest* job first, the opposite of SRPT; printed is
    the avg JCT of the shorter and the longer half of the jobs (by work alone on one GPU) under each
    policy, which shows whether short jobs pay for it.
-About 70-85 CPU-s (branch hyg4: 43 s wall with 2 workers on this shared 2-core machine at load
-under 1, 153 s at load 6-8; 8.7 min wall at 57d67e4).
+About 33 CPU-s on main 6bedb58 (branch rerun8: 32.6 s wall with --workers 1 at load under 2);
+70-85 CPU-s at branch hyg4 (43 s wall with 2 workers at load under 1, 153 s at load 6-8; 8.7 min
+wall at 57d67e4).
 """
 
 from __future__ import annotations

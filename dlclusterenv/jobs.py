@@ -204,6 +204,7 @@ class Job:
     _loss: list[tuple[int, float]] = field(default_factory=list, repr=False)
     _loss_tuple: tuple[tuple[int, float], ...] = field(default=(), repr=False)  # see loss_history
     _loss_due: list[list[int]] = field(default_factory=list, repr=False)  # [first, last] epochs
+    _epochs_queued: int = field(default=0, repr=False)  # the last epoch queued (see _queue_epochs)
     # after the release of the losses (see release_losses), the number of epochs that ended (None
     # while the history is held)
     _epochs_ended: int | None = field(default=None, repr=False)
@@ -437,16 +438,24 @@ class Job:
         """Queue for loss draws the epochs that ended since the ledger's mark: the work at the
         start of the intervals run since the last queueing (sim._integrate sets it), or before
         the steps_done setter moved it forward. Epochs count once, up to `total_epochs`, in the
-        order they ended."""
+        order they ended.
+
+        The mark can lie below an epoch already queued: an integration that overshoots an
+        efficiency bucket's edge by a float residue ends the epoch at that edge, and the snap back
+        to the edge (steps_done's setter) leaves the work, the next mark, a residue below that
+        epoch's boundary (Philly jobs whose epoch count is a multiple of 5 have their bucket
+        edges on epoch boundaries). So epochs are queued from past the last one queued, never
+        twice (FlowCon's loss slope divided by zero on the repeated epoch)."""
         led, r = self.ledger, self.row
         mark = led.mark.item(r)
         if math.isnan(mark):
             return
         led.mark[r] = math.nan
         spe = self.steps_per_epoch
-        first = int(mark // spe) + 1
+        first = max(int(mark // spe), self._epochs_queued) + 1
         last = min(int(led.steps.item(r) // spe), self.total_epochs)
         if first <= last:
+            self._epochs_queued = last
             due = self._loss_due
             if due and due[-1][1] + 1 == first:
                 due[-1][1] = last
@@ -483,8 +492,7 @@ class Job:
         the whole trace's histories took gigabytes). Its generator draws losses only, for epochs
         that ended, so the history is fixed now: epochs 1..n, replayed on read (obs_loss)."""
         self._queue_epochs()
-        due = self._loss_due
-        self._epochs_ended = due[-1][1] if due else len(self._loss)
+        self._epochs_ended = self._epochs_queued
         self._loss, self._loss_tuple, self._loss_due, self.rng = [], (), [], None
 
     def _replay_losses(self) -> list[tuple[int, float]]:

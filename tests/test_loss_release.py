@@ -3,11 +3,17 @@ epoch of every job) and replayed, equal, when read after the end."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 import baselines
 import dlclusterenv
+from dlclusterenv.api import Scheduler
+from dlclusterenv.benchmark import instances, load_suite
 from dlclusterenv.jobs import DONE, Job
+
+from helpers import needs_philly
 
 
 # Tiresias keeps each job's (p, w); Optimus resizes jobs (each new shape's speed bias comes from a
@@ -61,3 +67,58 @@ def test_a_finished_synthetic_job_reports_exactly_its_epochs_loss_points():
     for job in ended:
         assert job.steps_done == job.total_steps == job.total_epochs * job.steps_per_epoch
         assert [k for k, _ in job.obs_loss] == list(range(1, job.total_epochs + 1)), job.job_id
+
+
+def test_an_epoch_snapped_back_below_its_boundary_is_queued_once():
+    """The engine's integration can overshoot an efficiency bucket's edge by a float residue, which
+    ends the epoch at that edge; the snap back to the edge (steps_done's setter) leaves the work a
+    residue below the boundary, and the next interval starts its mark there. On main 6bedb58 that
+    epoch was queued a second time (epochs ..., n, n, n + 1 as a scheduler read them)."""
+    sim = dlclusterenv.make_sim("default", 0)
+    fifo = baselines.make("fifo")
+    fifo.reset(0)
+    while not sim.jobs:
+        sim.decide(fifo)
+        sim.advance()
+    job = next(iter(sim.jobs.values()))
+    led, r, spe, n = job.ledger, job.row, job.steps_per_epoch, job.total_epochs - 2
+    assert n >= 2
+    boundary = n * spe
+    below, above = math.nextafter(boundary, 0.0), math.nextafter(boundary, math.inf)
+    assert int(below // spe) == n - 1 and int(above // spe) == n
+    led.mark[r], led.steps[r] = 0.0, above  # an interval overshoots the edge: epochs 1..n end
+    job.steps_done = below  # the snap back to the edge
+    led.mark[r], led.steps[r] = job.steps_done, (n + 1.5) * spe  # the next interval, from the edge
+    assert [k for k, _ in job.obs_loss] == list(range(1, n + 2))
+
+
+@needs_philly
+def test_no_epoch_repeats_on_a_philly_window_with_efficiency():
+    """v3's philly-6c71a0-nov@0.5x, first test window (pgns): jobs whose epoch count is a multiple
+    of 5 have their bucket edges on epoch boundaries. On main 6bedb58, 4 jobs showed a repeated
+    epoch to FIFO's views and FlowCon, whose loss slope divides by the epochs between its last two
+    points, raised ZeroDivisionError (`dlcluster benchmark v3` stopped on it)."""
+    suite, path = load_suite("v3")
+    inst = next(i for i in instances(suite, path, say=lambda m: None) if i.key == "philly-6c71a0-nov@0.5x")
+    _, sc, seed = inst.runs("test")[0]
+
+    class Check(Scheduler):
+        name = "check"
+
+        def __init__(self, policy: str):
+            self.inner, self.repeated = baselines.make(policy), set()
+
+        def reset(self, seed=None) -> None:
+            self.inner.reset(seed)
+
+        def decide(self, view):
+            for j in view.jobs:
+                ks = [k for k, _ in j.observed_loss]
+                if ks != list(range(1, len(ks) + 1)):
+                    self.repeated.add(j.job_id)
+            return self.inner.decide(view)
+
+    for policy in ("fifo", "flowcon"):
+        check = Check(policy)
+        m = dlclusterenv.make_sim(sc, seed).run(check)
+        assert check.repeated == set() and m.summary()["jobs_unfinished"] == 0, policy
