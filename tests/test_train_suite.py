@@ -118,3 +118,13 @@ def test_the_shrink_config_is_the_grow_config_with_shrinks():
     resize, grow = (load_config(f"configs/agents/{n}.yaml") for n in ("suite_6c71a0_shrink", "suite_6c71a0_grow"))
     assert resize.env.kwargs == {**grow.env.kwargs, "shrink_running": True}
     assert resize.model_dump(exclude={"env"}) == grow.model_dump(exclude={"env"})
+
+
+def test_the_grow_noprogress_config_is_the_grow_config_without_progress_columns():
+    """configs/agents/suite_6c71a0_grow_noprogress.yaml: the grow config with job_progress false,
+    to the 40,960 steps its README policy was scored at."""
+    shared_file("traces", "philly_jobs.csv")
+    nop, grow = (load_config(f"configs/agents/{n}.yaml") for n in ("suite_6c71a0_grow_noprogress", "suite_6c71a0_grow"))
+    assert nop.env.kwargs == {**grow.env.kwargs, "job_progress": False}
+    assert (nop.total_timesteps, grow.total_timesteps) == (40960, 50000)
+    assert nop.model_dump(exclude={"env", "total_timesteps"}) == grow.model_dump(exclude={"env", "total_timesteps"})
