@@ -181,41 +181,44 @@ class _Bucket:
 
 
 class _Running:
-    """A running job as Tiresias reads it at a decision point: the view taken when it was first
-    seen running, for what does not change while it runs (its demands and nodes: Tiresias never
-    migrates or resizes), and its attained service now (ClusterView.attained_gpu_s), so that a
-    decision does not rebuild the view of every running job (issue 14). Kept, and its service
-    updated, from one decision point to the next while the job runs; what Tiresias reads of it
-    every decision is worked out once (`gpus` its workers', `nodes` and `held` as Admission
-    reads them). Its service is read from `att[0]`, the scheduler's id -> service of the running
-    jobs at this decision point (one dict made per decision, not a write per running job;
-    without it, the view's)."""
+    """A running job as Tiresias reads it at a decision point: what does not change while it runs
+    (its demands and nodes: Tiresias never migrates or resizes), and its attained service now
+    (ClusterView.attained_gpu_s), so that a decision does not rebuild the view of every running
+    job (issue 14). Made from the view the job had waiting and the nodes this scheduler placed it
+    on (`nodes`: its tasks' nodes in the view's task order), or, for a job running that this
+    scheduler did not start, from its running view; kept, and its service updated, from one
+    decision point to the next while the job runs. What Tiresias reads of it every decision is
+    worked out once (`gpus` its workers', `nodes` and `held` as Admission reads them). Its
+    service is read from `att[0]`, the scheduler's service of the running jobs at this decision
+    point (_Service: one gather per decision, not a write per running job)."""
 
-    __slots__ = ("view", "job_id", "arrival_s", "att", "tasks", "num_workers",
+    __slots__ = ("view", "job_id", "arrival_s", "att", "placed", "num_workers",
                  "worker_demand", "gpus", "nodes", "held", "sig", "whole", "touched", "per_node")
     status = "running"
     _FIXED = frozenset(("num_ps", "ps_demand", "param_bytes"))
 
-    def __init__(self, view: JobView, att: list[dict] | None = None):
+    def __init__(self, view: JobView, att: list | None = None, nodes: Iterable[int] | None = None):
         self.view, self.job_id, self.arrival_s = view, view.job_id, view.arrival_s
         self.att = [{view.job_id: view.attained_gpu_s}] if att is None else att
-        self.tasks = view.tasks
+        tasks = view.tasks
+        self.nodes = tuple(t.node for t in tasks) if nodes is None else tuple(nodes)
+        if len(self.nodes) != len(tasks):
+            raise ValueError(f"job {view.job_id}: {len(self.nodes)} nodes for {len(tasks)} tasks")
+        self.placed = tuple(zip(self.nodes, (t.demand for t in tasks)))  # (node, demand) per task
         self.num_workers, self.worker_demand = view.num_workers, view.worker_demand
         self.gpus = view.num_workers * view.worker_demand.gpu
-        self.nodes = tuple(t.node for t in self.tasks)
-        self.held = sum(t.demand.gpu for t in self.tasks if t.node >= 0)
+        self.held = sum(d.gpu for n, d in self.placed if n >= 0)
         self.sig = (self.job_id, self.nodes)  # its part of Admission.state
         # releasing it keeps a whole-number capacity whole
-        self.whole = all(_whole(t.demand) for t in self.tasks if t.node >= 0)
+        self.whole = all(_whole(d) for n, d in self.placed if n >= 0)
         self.touched = tuple(dict.fromkeys(self.nodes))  # nodes whose capacity a release moves
         # what it holds per node (node, cores, GB, bytes/s, GPUs), summed over its tasks there:
         # one charge per node where every value is whole (the sums are then exact, so equal to
         # the charges task by task: Admission._release)
         per: dict[int, list] = {}
-        for t in self.tasks:
-            if t.node >= 0:
-                v = per.setdefault(t.node, [t.node, 0.0, 0.0, 0.0, 0])
-                d = t.demand
+        for n, d in self.placed:
+            if n >= 0:
+                v = per.setdefault(n, [n, 0.0, 0.0, 0.0, 0])
                 v[1] += d.cpu
                 v[2] += d.mem_gb
                 v[3] += d.bw_MBps * 1e6
@@ -230,6 +233,22 @@ class _Running:
         if name not in _Running._FIXED:  # anything else may have moved since the view was taken
             raise AttributeError(f"a running job's {name!r} is not kept between decisions")
         return getattr(self.view, name)
+
+
+class _Service:
+    """The running jobs' attained service at one decision point (ids and values in the same
+    order), read by id through a dict made when first needed: under 2D-LAS only the jobs that
+    finish are looked up, so most decision points make none."""
+
+    __slots__ = ("ids", "values", "_by_id")
+
+    def __init__(self, ids: list[str], values: list[float]) -> None:
+        self.ids, self.values, self._by_id = ids, values, None
+
+    def __getitem__(self, job_id: str) -> float:
+        if self._by_id is None:
+            self._by_id = dict(zip(self.ids, self.values))
+        return self._by_id[job_id]
 
 
 def _sig(job) -> tuple:
@@ -336,8 +355,11 @@ class Tiresias(Scheduler):
         self._failed: tuple = (None, None)
         self._runs: dict[str, _Running] = {}  # the running jobs at the last decision point
         self._prev: dict[str, _Running] = {}  # those at the one before
-        self._att: list[dict] = [{}]  # [id -> service of the running jobs now] (_Running.att)
-        self._prev_att: dict[str, float] = {}  # the same at the last decision point
+        self._att: list = [_Service([], [])]  # [the running jobs' service now] (_Running.att)
+        self._prev_att = self._att[0]  # the same at the last decision point
+        # the jobs the last decision started: id -> (view, nodes) (Admission.started)
+        self._starting: dict[str, tuple] = {}
+        self._same = False  # the running jobs' id list is the last decision point's (_running)
         # the running jobs' queue limits (gpu_s0 and the threshold of their queue; inf in the
         # last), id -> value, and as arrays in the order of `_ids` (None: made again when read)
         self._g0: dict[str, float] = {}
@@ -349,6 +371,7 @@ class Tiresias(Scheduler):
         self._okeys: list[tuple] = []
         self._placed: dict[str, tuple] = {}  # id -> key of the jobs in `_order`
         self._rekeyed: set[str] = set()  # jobs that entered a queue since `_order` was made
+        self._las_ids = None  # the running jobs' id list (`_ids`) `_order` was kept for
         self._att_now: list[float] = []  # the running jobs' service, in the order of `_ids`
         self._per: tuple = (None, 0)  # (cluster, its most GPUs on one server)
         self._worder: WorkerOrder | None = None  # the last exact round's (Admission `order`)
@@ -392,19 +415,28 @@ class Tiresias(Scheduler):
         return g
 
     def _running(self, view: ClusterView) -> dict[str, _Running]:
-        """The running jobs (id -> _Running, arrival order), views built only for those not
-        running before; the same dict as at the last decision point when the same jobs run.
-        Their service is one dict, made here (`_att`)."""
+        """The running jobs (id -> _Running, arrival order): a job this scheduler started is
+        recorded from the view it had waiting and the nodes it was given (no running view is
+        built), any other from its running view; the same dict as at the last decision point when
+        the same jobs run. Their service is one gather, made here (`_att`)."""
         ids, att = view.running.job_ids(), view.running.attained_gpu_s()
         self._prev, self._prev_att = self._runs, self._att[0]
-        self._att[0] = dict(zip(ids, att))
+        self._att[0] = _Service(ids, att)
         self._att_now = att
-        if ids != self._ids:
-            prev = self._prev
-            runs = dict(zip(ids, map(prev.get, ids)))
-            for jid in runs.keys() - prev.keys():
-                runs[jid] = _Running(view.running[ids.index(jid)], self._att)
-            self._runs, self._ids, self._lims = runs, ids, None
+        # the engine's list is kept while the same jobs run: the same object, and none started
+        # since the last decision point (a start would have made a new one)
+        self._same = ids is self._ids
+        if not self._same:
+            if ids != self._ids:
+                prev, starting = self._prev, self._starting
+                runs = dict(zip(ids, map(prev.get, ids)))
+                for jid in runs.keys() - prev.keys():
+                    s = starting.get(jid)
+                    runs[jid] = (_Running(view.running[ids.index(jid)], self._att) if s is None
+                                 else _Running(s[0], self._att, s[1]))
+                self._runs, self._lims = runs, None
+            self._ids = ids
+        self._starting = {}
         return self._runs
 
     def _las_order(self, running: dict[str, _Running]) -> tuple[list[_Running], list[tuple]]:
@@ -413,6 +445,10 @@ class Tiresias(Scheduler):
         started, stopped or entered a queue since move (the order a sort of all would give:
         the keys are distinct)."""
         order, okeys, placed, state = self._order, self._okeys, self._placed, self.state
+        if self._las_ids is self._ids and self._rekeyed.isdisjoint(placed):
+            self._rekeyed = set()  # the same running jobs as when last kept, none re-entered
+            return order, okeys
+        self._las_ids = self._ids
         for jid in placed.keys() - running.keys() | self._rekeyed & placed.keys():
             k = bisect.bisect_left(okeys, placed.pop(jid))
             del okeys[k], order[k]
@@ -451,6 +487,7 @@ class Tiresias(Scheduler):
         if state == self._failed[0]:  # nothing a walk sees changed since the last decision
             admission.failed = admission.first = self._failed[1]
         self._admit(view, admission)
+        self._starting = admission.started
         self._failed = (state, admission.first)
         if admission._order is not None:  # kept for the next round while it is exact
             self._worder = admission._order if admission._exact else None
@@ -574,7 +611,8 @@ class Tiresias(Scheduler):
         now = view.time
         stopped = []
         done = []
-        gone = self._watch.keys() - running.keys()
+        same = self._same  # the same jobs run as at the last decision point, which started none
+        gone = () if same else self._watch.keys() - running.keys()
         for jid in [jid for jid in self._watch if jid in gone] if gone else ():
             st = self.state[jid]
             try:
@@ -590,9 +628,9 @@ class Tiresias(Scheduler):
                 stopped.append(job)
         self.sizes.extend(s for _, s in sorted(done))  # in arrival order, as a full pass would
         self._rekey()
-        for jid in running.keys() - self._prev.keys():  # only these can have been waiting:
-            st = self.state.get(jid)  # a job running before was taken out of its bucket then
-            if st is not None and st.waiting:  # started
+        for jid in () if same else running.keys() - self._prev.keys():  # only these can have
+            st = self.state.get(jid)  # been waiting: a job running before was taken out of
+            if st is not None and st.waiting:  # its bucket then (started)
                 self._wait(jid, False)
                 self._ran.pop(jid, None)
         for job in stopped:
@@ -660,7 +698,8 @@ class Tiresias(Scheduler):
                 self._wait(job.job_id, True, job)
                 if job.run_s > 0:
                     self._ran[job.job_id] = None
-        self._watch = dict.fromkeys(running)
+        if not same:  # (else what it was: the running jobs, none started since)
+            self._watch = dict.fromkeys(running)
 
     def _arrivals(self, view: ClusterView) -> list[JobView]:
         """Jobs not seen before, in arrival order: the newest active jobs (view.jobs is in
@@ -724,6 +763,8 @@ class Admission:
         self.servers = servers_of
         self.victims: list[JobView] = []
         self.d = Decision()
+        # id -> (view, its tasks' nodes in the view's order) of the jobs this round starts
+        self.started: dict[str, tuple[JobView, tuple[int, ...]]] = {}
         # (GPUs held by and count of the running jobs not preempted, from k on)
         self._suffix = None
         self._views = bool(set(map(type, running)) - {_Running})  # views, not kept records
@@ -799,9 +840,9 @@ class Admission:
                 c.bw[n] += sign * bw
                 c.gpu[n] += sign * gpu
             return
-        for t in job.tasks:
-            if t.node >= 0:
-                self.cap.take(t.node, t.demand, -sign)
+        for n, d in job.placed if kept else ((t.node, t.demand) for t in job.tasks):
+            if n >= 0:
+                self.cap.take(n, d, -sign)
 
     def _accepts(self, job: JobView, workers: list[int]) -> bool:
         most = self.servers(job)
@@ -914,6 +955,21 @@ class Admission:
         for n in got[1]:
             self.cap.take(n, job.worker_demand, -1)
 
+    def _hopeless(self, job: JobView, lower: list) -> bool:
+        """Whether the walk over `lower` is certain to fail on the job's workers alone, found
+        without its trials (WorkerOrder.never_one_node): a job consolidated on one server
+        (Tiresias' placement-sensitive jobs: most Philly walks, about 45 trials each), its
+        trials counted (`_fit`'s dry case, just taken at the walk's first state) and every job
+        it would release a kept one with whole charges. The walk's other effects are on kept
+        results only (WorkerOrder's, `failed.workers`), which do not change what is decided."""
+        if not (self._exact and self._order is not None and self.servers(job) == 1
+                and not job.num_ps and job.worker_demand.gpu >= 1):
+            return False
+        if not all(type(r) is _Running and r.whole for r in lower):
+            return False
+        return self._order.never_one_node(job.worker_demand, job.num_workers,
+                                          [r.per_node for r in lower])
+
     def start(self, job: JobView) -> bool:
         """Start the job if it fits, preempting if need be; whether it starts."""
         k = self.key(job)
@@ -926,6 +982,9 @@ class Admission:
         if got is None:  # (so the free GPUs are `free` again)
             gone = self._gone
             lower = [r for r in reversed(self.running[self._below(k):]) if r.job_id not in gone]
+            if self._hopeless(job, lower):  # as the walk below would end, without walking
+                self.failed.walks[workers] = max(self.failed.walks.get(workers, -1), len(lower))
+                return False
             freed = []
             # the free GPUs as the walk releases jobs: a state with fewer than the job's workers
             # is refused by `_fit` first thing (its one effect, on `_exact`, made by the trial
@@ -961,6 +1020,7 @@ class Admission:
             self._suffix = None
             got = self._fit(job)
         add_placement(self.d, job.job_id, *got)
+        self.started[job.job_id] = (job, (*got[0], *got[1]))  # its tasks' nodes: PS, workers
         self.failed = _Failed()  # resources changed: what failed may fit now
         return True
 
