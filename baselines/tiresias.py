@@ -242,12 +242,12 @@ class _Service:
 
     __slots__ = ("ids", "values", "_by_id")
 
-    def __init__(self, ids: list[str], values: list[float]) -> None:
+    def __init__(self, ids: list[str], values: np.ndarray) -> None:
         self.ids, self.values, self._by_id = ids, values, None
 
     def __getitem__(self, job_id: str) -> float:
         if self._by_id is None:
-            self._by_id = dict(zip(self.ids, self.values))
+            self._by_id = dict(zip(self.ids, self.values.tolist()))
         return self._by_id[job_id]
 
 
@@ -347,7 +347,7 @@ class Tiresias(Scheduler):
         # one, the jobs it preempted and the (pending) views of those it started
         self._last_t = 0.0
         self._stopped: set[str] = set()
-        self._started: dict[str, JobView] = {}
+        self._started: dict[str, tuple] = {}  # Admission.started
         self._keyed = None  # the distribution the buckets' keys were computed on (None: LAS)
         self._gcache: dict[tuple[int, float], float] = {}
         self._garr = np.zeros(0)
@@ -355,7 +355,7 @@ class Tiresias(Scheduler):
         self._failed: tuple = (None, None)
         self._runs: dict[str, _Running] = {}  # the running jobs at the last decision point
         self._prev: dict[str, _Running] = {}  # those at the one before
-        self._att: list = [_Service([], [])]  # [the running jobs' service now] (_Running.att)
+        self._att: list = [_Service([], np.zeros(0))]  # [the running jobs' service now] (_Running.att)
         self._prev_att = self._att[0]  # the same at the last decision point
         # the jobs the last decision started: id -> (view, nodes) (Admission.started)
         self._starting: dict[str, tuple] = {}
@@ -372,7 +372,7 @@ class Tiresias(Scheduler):
         self._placed: dict[str, tuple] = {}  # id -> key of the jobs in `_order`
         self._rekeyed: set[str] = set()  # jobs that entered a queue since `_order` was made
         self._las_ids = None  # the running jobs' id list (`_ids`) `_order` was kept for
-        self._att_now: list[float] = []  # the running jobs' service, in the order of `_ids`
+        self._att_now = np.zeros(0)  # the running jobs' service, in the order of `_ids`
         self._per: tuple = (None, 0)  # (cluster, its most GPUs on one server)
         self._worder: WorkerOrder | None = None  # the last exact round's (Admission `order`)
 
@@ -419,7 +419,7 @@ class Tiresias(Scheduler):
         recorded from the view it had waiting and the nodes it was given (no running view is
         built), any other from its running view; the same dict as at the last decision point when
         the same jobs run. Their service is one gather, made here (`_att`)."""
-        ids, att = view.running.job_ids(), view.running.attained_gpu_s()
+        ids, att = view.running.job_ids(), view.running.attained_gpu_s(array=True)
         self._prev, self._prev_att = self._runs, self._att[0]
         self._att[0] = _Service(ids, att)
         self._att_now = att
@@ -500,7 +500,7 @@ class Tiresias(Scheduler):
         of (it was running at this one, kept in `_runs`, or started by this decision)."""
         self._last_t = view.time
         self._stopped = set(d.preempt)
-        self._started = {jid: view.job(jid) for jid in self._watch.keys() - self._runs.keys()}
+        self._started = self._starting  # (the jobs watched that were not running)
 
     def _size(self, jid: str, now: float) -> tuple[tuple[float, str], float]:
         """(arrival key, GPU-seconds of service) of a watched job that finished: the service
@@ -509,7 +509,7 @@ class Tiresias(Scheduler):
         if r is not None:
             gpus = 0 if jid in self._stopped else r.gpus
             return _arrival(r), self._prev_att[jid] + gpus * (now - self._last_t)
-        v = self._started[jid]
+        v = self._started[jid][0]
         return _arrival(v), v.attained_gpu_s + v.num_workers * v.worker_demand.gpu * (
             now - self._last_t)
 
@@ -667,7 +667,7 @@ class Tiresias(Scheduler):
         g0, thr = self._lims
         # a running job's threshold crossed, for all of them at once: the same float operations
         # as `moves` (a job without a state has limit inf; none of them is promoted)
-        crossed = np.flatnonzero(np.array(self._att_now) - g0 >= thr).tolist()
+        crossed = np.flatnonzero(self._att_now - g0 >= thr).tolist()
         changed = sorted([running[jid] for k in crossed if (jid := self._ids[k]) not in promoted]
                          + [running[jid] for jid in promoted if jid in running]
                          + [j for j in stopped if moves(j, state[j.job_id])]

@@ -309,10 +309,12 @@ class WorkerOrder:
         if x_takes and not x_key > barrier:
             return False
 
+        gw = w * d.gpu  # the GPUs of w workers: a node with fewer holds fewer (`_count`)
+
         def behind(n: int, v: list) -> bool | None:
             """Whether node n, holding w workers with free values v, is behind the barrier
             (None: it does not hold w)."""
-            if count(d, *v) < w:
+            if v[3] < gw or count(d, *v) < w:
                 return None
             return (-self._load(n, v[0], v[1], v[3]), n) > barrier
 
@@ -325,17 +327,14 @@ class WorkerOrder:
         for job in releases:
             if not takers:
                 break
-            for n, cpu, mem, bw, gpu in job:
+            for n, cpu, mem, bw, gpu in job:  # (a node once per job)
                 if n in takers:
                     v = start[n]
                     v[0] += cpu
                     v[1] += mem
                     v[2] += bw
                     v[3] += gpu
-            for r in job:
-                n = r[0]
-                if n in takers:
-                    got = behind(n, start[n])
+                    got = behind(n, v)
                     if got is False:
                         return False
                     if got:

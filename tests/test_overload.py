@@ -249,6 +249,7 @@ class IdsChecked(Scheduler):
             assert jobs.job_ids() == [j.job_id for j in jobs]
             assert [jobs.job_id(k) for k in range(len(jobs))] == jobs.job_ids()
             assert jobs.attained_gpu_s() == [j.attained_gpu_s for j in jobs]  # the ledger gather
+            assert jobs.attained_gpu_s(array=True).tolist() == jobs.attained_gpu_s()
         for j in view.jobs:
             assert view.attained_gpu_s(j.job_id) == j.attained_gpu_s
             self.checked += j.attained_gpu_s > 0
