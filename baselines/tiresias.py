@@ -338,7 +338,6 @@ class Tiresias(Scheduler):
         super().reset(seed)
         self.state: dict[str, _Queued] = {}
         self._seq = 0
-        self._watch: dict[str, None] = {}  # running at the last decision point or started by it
         self._ran: dict[str, None] = {}  # waiting after having run (starvation candidates)
         # waiting jobs: queue -> GPUs asked for -> their bucket
         self._waiting: dict[int, dict[int, _Bucket]] = {}
@@ -359,12 +358,15 @@ class Tiresias(Scheduler):
         self._prev_att = self._att[0]  # the same at the last decision point
         # the jobs the last decision started: id -> (view, nodes) (Admission.started)
         self._starting: dict[str, tuple] = {}
-        self._same = False  # the running jobs' id list is the last decision point's (_running)
+        # ids of the jobs running now and not at the last decision point, and the reverse
+        self._new: Iterable[str] = ()
+        self._left: Iterable[str] = ()
         # the running jobs' queue limits (gpu_s0 and the threshold of their queue; inf in the
         # last), id -> value, and as arrays in the order of `_ids` (None: made again when read)
         self._g0: dict[str, float] = {}
         self._thr: dict[str, float] = {}
         self._ids: list[str] = []
+        self._prev_ids = self._ids  # the same at the last decision point
         self._lims = None
         # 2D-LAS: the running jobs in priority order, their keys in the same order
         self._order: list[_Running] = []
@@ -420,17 +422,18 @@ class Tiresias(Scheduler):
         built), any other from its running view; the same dict as at the last decision point when
         the same jobs run. Their service is one gather, made here (`_att`)."""
         ids, att = view.running.job_ids(), view.running.attained_gpu_s(array=True)
-        self._prev, self._prev_att = self._runs, self._att[0]
+        self._prev, self._prev_att, self._prev_ids = self._runs, self._att[0], self._ids
         self._att[0] = _Service(ids, att)
         self._att_now = att
         # the engine's list is kept while the same jobs run: the same object, and none started
         # since the last decision point (a start would have made a new one)
-        self._same = ids is self._ids
-        if not self._same:
+        self._new = self._left = ()
+        if ids is not self._ids:
             if ids != self._ids:
                 prev, starting = self._prev, self._starting
                 runs = dict(zip(ids, map(prev.get, ids)))
-                for jid in runs.keys() - prev.keys():
+                self._new, self._left = runs.keys() - prev.keys(), prev.keys() - runs.keys()
+                for jid in self._new:
                     s = starting.get(jid)
                     runs[jid] = (_Running(view.running[ids.index(jid)], self._att) if s is None
                                  else _Running(s[0], self._att, s[1]))
@@ -448,11 +451,17 @@ class Tiresias(Scheduler):
         if self._las_ids is self._ids and self._rekeyed.isdisjoint(placed):
             self._rekeyed = set()  # the same running jobs as when last kept, none re-entered
             return order, okeys
+        if self._las_ids is self._prev_ids:  # kept for the last decision point's jobs: those
+            moved = self._rekeyed.intersection(placed)  # that stopped or started since, and
+            drop = moved.union(self._left)  # those that re-entered a queue, move
+            add = moved.difference(self._left).union(self._new)
+        else:
+            drop, add = placed.keys() - running.keys() | self._rekeyed & placed.keys(), None
         self._las_ids = self._ids
-        for jid in placed.keys() - running.keys() | self._rekeyed & placed.keys():
+        for jid in drop:
             k = bisect.bisect_left(okeys, placed.pop(jid))
             del okeys[k], order[k]
-        for jid in running.keys() - placed.keys():
+        for jid in running.keys() - placed.keys() if add is None else add:
             key = placed[jid] = state[jid].rkey
             k = bisect.bisect_left(okeys, key)
             okeys.insert(k, key)
@@ -546,7 +555,6 @@ class Tiresias(Scheduler):
                 pos[best][best_which] += 1
                 job = view.job(best_key[2])
                 if admission.start(job):
-                    self._watch[job.job_id] = None
                     for kind in refused:
                         buckets[kind].skip(pos[kind], ngi0, best_key)
                 refused = []
@@ -611,9 +619,12 @@ class Tiresias(Scheduler):
         now = view.time
         stopped = []
         done = []
-        same = self._same  # the same jobs run as at the last decision point, which started none
-        gone = () if same else self._watch.keys() - running.keys()
-        for jid in [jid for jid in self._watch if jid in gone] if gone else ():
+        # the jobs watched (running at the last decision point, or started by it) not running
+        # now, in that order: stopped or finished
+        left = self._left
+        gone = ([jid for jid in self._prev if jid in left] if len(left) > 1 else list(left)) + [
+            jid for jid in self._started if jid not in running]
+        for jid in gone:
             st = self.state[jid]
             try:
                 job = view.job(jid)
@@ -628,9 +639,9 @@ class Tiresias(Scheduler):
                 stopped.append(job)
         self.sizes.extend(s for _, s in sorted(done))  # in arrival order, as a full pass would
         self._rekey()
-        for jid in () if same else running.keys() - self._prev.keys():  # only these can have
-            st = self.state.get(jid)  # been waiting: a job running before was taken out of
-            if st is not None and st.waiting:  # its bucket then (started)
+        for jid in self._new:  # only these can have been waiting: a job running before was
+            st = self.state.get(jid)  # taken out of its bucket then (started)
+            if st is not None and st.waiting:
                 self._wait(jid, False)
                 self._ran.pop(jid, None)
         for job in stopped:
@@ -698,8 +709,6 @@ class Tiresias(Scheduler):
                 self._wait(job.job_id, True, job)
                 if job.run_s > 0:
                     self._ran[job.job_id] = None
-        if not same:  # (else what it was: the running jobs, none started since)
-            self._watch = dict.fromkeys(running)
 
     def _arrivals(self, view: ClusterView) -> list[JobView]:
         """Jobs not seen before, in arrival order: the newest active jobs (view.jobs is in
