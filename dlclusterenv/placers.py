@@ -254,8 +254,9 @@ class WorkerOrder:
 
     def never_one_node(self, d: Demand, w: int, releases) -> bool:
         """Whether `nodes(d, w, 1)` is a node list at no state of a walk that gives back
-        `releases` one after another (each a released job's charges per node: (node, cores, GB,
-        bytes/s, GPUs), whole numbers, as Tiresias' kept running jobs hold them), `cap` now
+        `releases` one after another (each a released job's charges per node, each node once:
+        (node, cores, GB, bytes/s, GPUs), whole numbers, as Tiresias' kept running jobs hold
+        them), `cap` now
         being the state before the first: true only where that is certain (False: unknown).
         Pack only.
 

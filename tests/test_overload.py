@@ -327,7 +327,8 @@ def test_tiresias_takes_over_jobs_it_did_not_start():
     tir.reset(0)
     sim.decide(tir)
     assert list(tir._runs) == running
-    assert all(tir._runs[j].nodes == tuple(t.node for t in sim.jobs[j].tasks.values()) for j in running)
+    assert all(tir._runs[j].nodes == tuple(t.node for t in sim.jobs[j].tasks.values())
+               for j in running)
     while not sim.done:
         sim.advance()
         if not sim.done:

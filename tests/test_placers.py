@@ -169,8 +169,9 @@ def test_worker_order_kept_results_as_a_fresh_scan(placer):
 
 # a walk: whole free values per node of two_racks (cores, GB, bytes/s, GPUs; some oversubscribed),
 # then jobs given back one after another, each holding whole charges on one to three nodes
-_FREE = st.lists(st.tuples(st.integers(-2, 16), st.integers(-4, 64), st.sampled_from([0, 10**7, 10**9]),
-                           st.integers(0, 4)), min_size=16, max_size=16)
+_FREE = st.lists(st.tuples(st.integers(-2, 16), st.integers(-4, 64),
+                           st.sampled_from([0, 10**7, 10**9]), st.integers(0, 4)),
+                 min_size=16, max_size=16)
 _JOB = st.lists(st.tuples(st.integers(0, 15), st.integers(0, 8), st.integers(0, 16),
                           st.sampled_from([0, 10**7]), st.integers(1, 4)), min_size=1, max_size=3)
 _WORKER = st.tuples(st.sampled_from([0.0, 1.0, 2.0]), st.sampled_from([0.0, 4.0]),
