@@ -296,6 +296,21 @@ def _whole_tasks(job) -> bool:
         _whole(t.demand) for t in job.tasks if t.node >= 0)
 
 
+def _splice(arrays: tuple, old: list, new: list, left, joined, values: tuple,
+            missing: tuple) -> tuple:
+    """Arrays in the order of the ids `old`, made to follow `new` (the same ids in the same
+    order, less those that `left`, with those that `joined`): the values at the ids that left
+    taken out, those of the ids that joined (from the dicts `values`, or `missing`) put in."""
+    out = list(arrays)
+    for k in sorted(map(old.index, left), reverse=True):
+        out = [np.concatenate((a[:k], a[k + 1:])) for a in out]
+    for k in sorted(map(new.index, joined)):  # (ascending: each lands where `new` has it)
+        jid = new[k]
+        out = [np.concatenate((a[:k], [v.get(jid, m)], a[k:]))
+               for a, v, m in zip(out, values, missing)]
+    return tuple(out)
+
+
 def _arrival(job: JobView) -> tuple[float, str]:
     return job.arrival_s, job.job_id
 
@@ -376,7 +391,8 @@ class Tiresias(Scheduler):
         self._new: Iterable[str] = ()
         self._left: Iterable[str] = ()
         # the running jobs' queue limits (gpu_s0 and the threshold of their queue; inf in the
-        # last), id -> value, and as arrays in the order of `_ids` (None: made again when read)
+        # last), id -> value, and as arrays in the order of `_ids` (None: made when first read,
+        # then spliced as `_ids` changes and written as a running job enters a queue)
         self._g0: dict[str, float] = {}
         self._thr: dict[str, float] = {}
         self._ids: list[str] = []
@@ -451,7 +467,10 @@ class Tiresias(Scheduler):
                     s = starting.get(jid)
                     runs[jid] = (_Running(view.running[ids.index(jid)], self._att) if s is None
                                  else _Running(s[0], self._att, s[1]))
-                self._runs, self._lims = runs, None
+                self._runs = runs
+                if self._lims is not None:
+                    self._lims = _splice(self._lims, self._ids, ids, self._left, self._new,
+                                         (self._g0, self._thr), (0.0, math.inf))
             self._ids = ids
         self._starting = {}
         return self._runs
@@ -582,9 +601,12 @@ class Tiresias(Scheduler):
         self._seq += 1
         if job_id is None:
             return
-        self._g0[job_id] = st.gpu_s0
-        self._thr[job_id] = self.thresholds[queue] if queue < len(self.thresholds) else math.inf
-        self._lims = None
+        g0 = self._g0[job_id] = st.gpu_s0
+        thr = self._thr[job_id] = (self.thresholds[queue] if queue < len(self.thresholds)
+                                   else math.inf)
+        if self._lims is not None and job_id in self._runs:  # (the arrays follow `_ids`)
+            k = self._ids.index(job_id)
+            self._lims[0][k], self._lims[1][k] = g0, thr
         self._rekeyed.add(job_id)
 
     def _wait(self, job_id: str, waiting: bool, job: JobView | None = None) -> None:

@@ -4,10 +4,14 @@ keeps its queues incrementally; all of it must decide exactly as the full scans 
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import baselines
 import baselines.tiresias as tiresias_mod
@@ -298,11 +302,16 @@ def test_tiresias_builds_no_views_of_running_jobs(policy, monkeypatch):
     sched = baselines.make(policy)
     sim.reset()
     sched.reset(0)
-    reads = checked = 0
+    reads = checked = lims = 0
     while not sim.done:
         reads += len(sim.running_jobs())
         sim.decide(sched)
         assert not built, f"t = {sim.now}"
+        if sched._lims is not None:  # the kept queue limits, as made anew from the dicts
+            assert [a.tolist() for a in sched._lims] == [
+                [v.get(j, m) for j in sched._ids]
+                for v, m in ((sched._g0, 0.0), (sched._thr, math.inf))]
+            lims += 1
         for jid, kept in sched._runs.items():  # running at this decision point
             job = sim.jobs[jid]
             if job.status == "running":  # (not preempted by it)
@@ -310,7 +319,7 @@ def test_tiresias_builds_no_views_of_running_jobs(policy, monkeypatch):
                 assert all(getattr(kept, a) == getattr(fresh, a) for a in _KEPT), jid
                 checked += 1
         sim.advance()
-    assert reads > 1000 and checked > 1000
+    assert reads > 1000 and checked > 1000 and lims > 100
 
 
 def test_tiresias_takes_over_jobs_it_did_not_start():
@@ -353,3 +362,25 @@ def test_a_running_job_kept_between_decisions_refuses_what_moves():
     assert kept.held == kept.gpus == job.num_workers * job.worker_demand.gpu > 0
     with pytest.raises(AttributeError, match="'run_s' is not kept"):
         kept.run_s
+
+
+@settings(max_examples=300, deadline=None)
+@given(old=st.sets(st.integers(0, 40), max_size=25), joined=st.sets(st.integers(41, 60), max_size=6),
+       data=st.data())
+def test_splice_follows_the_ids_as_made_anew(old, joined, data):
+    """tiresias._splice (the running jobs' queue limits kept in the order of their ids, issue 14,
+    branch tires8): arrays of the old ids, less those that left and with those that joined put
+    where the new (sorted) id list has them, equal the arrays made from the dicts for the new
+    ids; an id without a value gets the missing one."""
+    old_ids = sorted(old)
+    left = data.draw(st.sets(st.sampled_from(old_ids), max_size=len(old_ids)) if old_ids
+                     else st.just(set()))
+    joined = {j - 41 + 0.5 * (j % 2) for j in joined} - set(old_ids)  # between or after old ones
+    new_ids = sorted((set(old_ids) - left) | joined)
+    g0 = {j: float(j) * 3.5 for j in set(old_ids) | joined if j != 7}
+    thr = {j: 100.0 + j for j in set(old_ids) | joined}
+    arrays = (np.array([g0.get(j, 0.0) for j in old_ids]), np.array([thr[j] for j in old_ids]))
+    got = tiresias_mod._splice(arrays, old_ids, new_ids, left, joined, (g0, thr),
+                               (0.0, math.inf))
+    assert [a.tolist() for a in got] == [[g0.get(j, 0.0) for j in new_ids],
+                                         [thr.get(j, math.inf) for j in new_ids]]
