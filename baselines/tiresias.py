@@ -250,16 +250,20 @@ class _Running:
 
 class _Service:
     """The running jobs' attained service at one decision point (ids and values in the same
-    order), read by id through a dict made when first needed: under 2D-LAS only the jobs that
-    finish are looked up, so most decision points make none."""
+    order), read by id: the first two reads by position, later ones through a dict then made
+    (under 2D-LAS only the jobs that finish are looked up, so most decision points read none
+    or one; 2D-Gittins reads every running job's)."""
 
-    __slots__ = ("ids", "values", "_by_id")
+    __slots__ = ("ids", "values", "_by_id", "_reads")
 
     def __init__(self, ids: list[str], values: np.ndarray) -> None:
-        self.ids, self.values, self._by_id = ids, values, None
+        self.ids, self.values, self._by_id, self._reads = ids, values, None, 0
 
     def __getitem__(self, job_id: str) -> float:
         if self._by_id is None:
+            self._reads += 1
+            if self._reads <= 2:
+                return self.values.item(self.ids.index(job_id))
             self._by_id = dict(zip(self.ids, self.values.tolist()))
         return self._by_id[job_id]
 
@@ -381,7 +385,7 @@ class Tiresias(Scheduler):
         # (Admission.state, the failures found in it) at the last decision point
         self._failed: tuple = (None, None)
         self._runs: dict[str, _Running] = {}  # the running jobs at the last decision point
-        self._prev: dict[str, _Running] = {}  # those at the one before
+        self._gone: dict[str, _Running] = {}  # those of them not running now
         # [the running jobs' service now] (_Running.att)
         self._att: list = [_Service([], np.zeros(0))]
         self._prev_att = self._att[0]  # the same at the last decision point
@@ -447,27 +451,27 @@ class Tiresias(Scheduler):
         return g
 
     def _running(self, view: ClusterView) -> dict[str, _Running]:
-        """The running jobs (id -> _Running, arrival order): a job this scheduler started is
+        """The running jobs (id -> _Running; one dict, updated): a job this scheduler started is
         recorded from the view it had waiting and the nodes it was given (no running view is
-        built), any other from its running view; the same dict as at the last decision point when
-        the same jobs run. Their service is one gather, made here (`_att`)."""
+        built), any other from its running view; the records of those that left are kept for
+        this decision point (`_gone`). Their service is one gather, made here (`_att`)."""
         ids, att = view.running.job_ids(), view.running.attained_gpu_s(array=True)
-        self._prev, self._prev_att, self._prev_ids = self._runs, self._att[0], self._ids
+        self._prev_att, self._prev_ids = self._att[0], self._ids
         self._att[0] = _Service(ids, att)
         self._att_now = att
         # the engine's list is kept while the same jobs run: the same object, and none started
         # since the last decision point (a start would have made a new one)
         self._new = self._left = ()
+        self._gone = {}
         if ids is not self._ids:
             if ids != self._ids:
-                prev, starting = self._prev, self._starting
-                runs = dict(zip(ids, map(prev.get, ids)))
-                self._new, self._left = runs.keys() - prev.keys(), prev.keys() - runs.keys()
+                runs, starting, now = self._runs, self._starting, set(ids)
+                self._new, self._left = now - runs.keys(), runs.keys() - now
+                self._gone = {jid: runs.pop(jid) for jid in self._left}
                 for jid in self._new:
                     s = starting.get(jid)
                     runs[jid] = (_Running(view.running[ids.index(jid)], self._att) if s is None
                                  else _Running(s[0], self._att, s[1]))
-                self._runs = runs
                 if self._lims is not None:
                     self._lims = _splice(self._lims, self._ids, ids, self._left, self._new,
                                          (self._g0, self._thr), (0.0, math.inf))
@@ -547,7 +551,7 @@ class Tiresias(Scheduler):
     def _size(self, jid: str, now: float) -> tuple[tuple[float, str], float]:
         """(arrival key, GPU-seconds of service) of a watched job that finished: the service
         seen at the last decision point plus its GPUs x the time since."""
-        r = self._prev.get(jid)
+        r = self._gone.get(jid)
         if r is not None:
             gpus = 0 if jid in self._stopped else r.gpus
             return _arrival(r), self._prev_att[jid] + gpus * (now - self._last_t)
@@ -658,8 +662,8 @@ class Tiresias(Scheduler):
         # the jobs watched (running at the last decision point, or started by it) not running
         # now, in that order: stopped or finished
         left = self._left
-        gone = ([jid for jid in self._prev if jid in left] if len(left) > 1 else list(left)) + [
-            jid for jid in self._started if jid not in running]
+        gone = [jid for jid in self._prev_ids if jid in left] if len(left) > 1 else list(left)
+        gone += [jid for jid in self._started if jid not in running]
         for jid in gone:
             st = self.state[jid]
             try:
