@@ -119,10 +119,10 @@ not call a trial that count refuses; the running jobs' ids and ledger rows are k
 byte-equal to main's: LAS and 2D-Gittins on `default` seeds 0-2, the Philly 1-VC week, the
 all-VC day and all VCs 2017-10-01..04).
 Issue 14, branch tires8: no running job's view is built. A job this scheduler starts is recorded
-(_Running) from the view it had waiting and the nodes Admission gave it (the engine built a
-running view at the next decision point, and with it the rates, only for the demands and nodes
-the decision already knew); a job found running that it did not start is still read from its
-view. The running jobs' service is one gather kept as an array; the jobs that left or joined
+(_Running) from the view it had waiting and the nodes Admission gave it (its running view, read
+at the next decision point, made the engine compute the rates for its tasks' cores, and gave
+only the demands and nodes the decision already knew); a job found running that it did not
+start is still read from its view. The running jobs' service is one gather kept as an array; the jobs that left or joined
 the running set are one diff of the engine's id list, made only when that list is a new one,
 and drive the stopped / finished / started bookkeeping and the 2D-LAS order. A walk of a job
 consolidated on one server is not made when it is certain to fail
@@ -1006,12 +1006,12 @@ class Admission:
 
     def _hopeless(self, job: JobView, lower: list) -> bool:
         """Whether the walk over `lower` is certain to fail on the job's workers alone, found
-        without its trials (WorkerOrder.never_one_node): a job consolidated on one server
+        without its trials (WorkerOrder.never_one_node), for a job consolidated on one server
         (Tiresias' placement-sensitive jobs: on the all-VC week 1,429 of 1,461 walks failed,
-        after about 155 trials each, almost all of such jobs), its
-        trials counted (`_fit`'s dry case, just taken at the walk's first state) and every job
-        it would release a kept one with whole charges. The walk's other effects are on kept
-        results only (WorkerOrder's, `failed.workers`), which do not change what is decided."""
+        after about 155 trials each, almost all of such jobs) whose trials are counted
+        (`_fit`'s dry case, just taken at the walk's first state), every job it would release
+        being a kept one with whole charges. The walk's other effects are on kept results only
+        (WorkerOrder's, `failed.workers`), which do not change what is decided."""
         if not (self._exact and self._order is not None and self.servers(job) == 1
                 and not job.num_ps and job.worker_demand.gpu >= 1):
             return False
