@@ -208,11 +208,13 @@ class JobViews(Sequence):
         self._check()
         return self._ids_rows()[0]
 
-    def attained_gpu_s(self) -> list[float]:
+    def attained_gpu_s(self, array: bool = False) -> list[float] | np.ndarray:
         """Every job's JobView.attained_gpu_s, in order, without building views: one gather of
-        the engine's ledger (Tiresias reads every running job's service at every decision)."""
+        the engine's ledger (Tiresias reads every running job's service at every decision);
+        `array`: as a new float64 array (Tiresias compares them all with its queue limits)."""
         self._check()
-        return self._sim._ledger.gpu_s[self._ids_rows()[1]].tolist()
+        got = self._sim._ledger.gpu_s[self._ids_rows()[1]]
+        return got if array else got.tolist()
 
     def observed_speeds(self) -> list[dict[tuple[int, int], float]]:
         """Every job's JobView.observed_speed, in order, without building views: new dicts the

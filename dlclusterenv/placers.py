@@ -231,11 +231,115 @@ class WorkerOrder:
         c = self.cap
         if not self.pack:
             return int(c.gpu[n])
-        used = max(1 - float(c.cpu[n]) / self.cpus[n], 1 - float(c.mem[n]) / self.mem[n])
+        return self._load(n, float(c.cpu[n]), float(c.mem[n]), int(c.gpu[n]))
+
+    def _load(self, n: int, cpu: float, mem: float, gpu: int) -> float:
+        """Capacity.load of node n with these free values."""
+        used = max(1 - cpu / self.cpus[n], 1 - mem / self.mem[n])
         if self.gpus is not None:
             g = self.gpus[n]
-            used = max(used, 1 - int(c.gpu[n]) / max(g, 1) if g > 0 else 0.0)
+            used = max(used, 1 - gpu / max(g, 1) if g > 0 else 0.0)
         return used
+
+    @staticmethod
+    def _count(d: Demand, cpu: float, mem: float, bw: float, gpu: int) -> int:
+        """Workers of demand d (d.gpu >= 1) a node with these free values holds (`_scan`)."""
+        count = gpu // d.gpu
+        for x, v in ((cpu, d.cpu), (mem, d.mem_gb), (bw, d.bw_MBps * 1e6)):
+            if v > 0:
+                count = min(count, int(x // v))
+            elif x < 0:
+                count = 0
+        return count
+
+    def never_one_node(self, d: Demand, w: int, releases) -> bool:
+        """Whether `nodes(d, w, 1)` is a node list at no state of a walk that gives back
+        `releases` one after another (each a released job's charges per node, each node once:
+        (node, cores, GB, bytes/s, GPUs), whole numbers, as Tiresias' kept running jobs hold
+        them), `cap` now being the state before the first: true only where that is certain
+        (False: unknown). Pack only (consolidate's order moves the other way as room grows).
+
+        Why it holds: at any state the w workers go to one node exactly when the first node in
+        key order that holds a worker holds all w. A release only adds free capacity, so a
+        touched node's count only grows and its load only falls (its key, -load, only grows);
+        a node no release touches keeps both, and the first such node X that holds a worker is
+        ahead of every later untouched one at every state. A blocker is a node that holds a
+        worker but not w at every state: X if it holds fewer than w, a touched node that holds
+        one before the first release and fewer than w after the last; at every state a blocker
+        is at or before its last key (X: its key). So no state places the workers while every
+        node that could take them (X if it holds w; a touched node from the first state where
+        it holds w, its key then being the least it has from there on) is behind the earliest
+        of those blockers' last keys."""
+        if not self.pack:
+            return False
+        if self.dirty:
+            self._refresh()
+        c, count = self.cap, self._count
+        given: dict[int, list] = {}  # node -> what the whole walk gives back there
+        for job in releases:
+            for n, cpu, mem, bw, gpu in job:
+                v = given.get(n)
+                if v is None:
+                    given[n] = [cpu, mem, bw, gpu]
+                else:
+                    v[0] += cpu
+                    v[1] += mem
+                    v[2] += bw
+                    v[3] += gpu
+        x_key, x_takes = self._END, False  # X's key, whether it holds w
+        for key in self.keys:
+            n = key[1]
+            if n in given:
+                continue
+            got = count(d, float(c.cpu[n]), float(c.mem[n]), float(c.bw[n]), int(c.gpu[n]))
+            if got >= 1:
+                x_key, x_takes = key, got >= w
+                break
+        start = {n: [float(c.cpu[n]), float(c.mem[n]), float(c.bw[n]), int(c.gpu[n])]
+                 for n in given}
+        barrier = self._END if x_takes else x_key  # the earliest blocker's last key
+        takers = set()  # touched nodes that hold w after the last release
+        for n, g in given.items():
+            v = start[n]
+            last = [v[0] + g[0], v[1] + g[1], v[2] + g[2], v[3] + g[3]]
+            if count(d, *last) >= w:
+                takers.add(n)
+            elif count(d, *v) >= 1:
+                barrier = min(barrier, (-self._load(n, last[0], last[1], last[3]), n))
+        if x_takes and not x_key > barrier:
+            return False
+
+        gw = w * d.gpu  # the GPUs of w workers: a node with fewer holds fewer (`_count`)
+
+        def behind(n: int, v: list) -> bool | None:
+            """Whether node n, holding w workers with free values v, is behind the barrier
+            (None: it does not hold w)."""
+            if v[3] < gw or count(d, *v) < w:
+                return None
+            return (-self._load(n, v[0], v[1], v[3]), n) > barrier
+
+        for n in list(takers):  # before the first release
+            got = behind(n, start[n])
+            if got is False:
+                return False
+            if got:
+                takers.discard(n)  # behind the barrier from then on
+        for job in releases:
+            if not takers:
+                break
+            for n, cpu, mem, bw, gpu in job:  # (a node once per job)
+                if n in takers:
+                    v = start[n]
+                    v[0] += cpu
+                    v[1] += mem
+                    v[2] += bw
+                    v[3] += gpu
+                    got = behind(n, v)
+                    if got is False:
+                        return False
+                    if got:
+                        takers.discard(n)
+        return True
 
     def rebase(self, cap: Capacity) -> np.ndarray:
         """Follow a new capacity `cap` (the next round's) instead of the current one: the nodes

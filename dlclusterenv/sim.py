@@ -202,8 +202,9 @@ class Simulator:
         return self._running
 
     def running_ids_rows(self) -> tuple[list[str], np.ndarray]:
-        """The running jobs' ids and ledger rows, in order (the caller must not modify them): kept
-        until a job starts or stops running (Tiresias reads them at every decision point)."""
+        """The running jobs' ids and ledger rows, in order (the caller must not modify them): kept,
+        and spliced anew when a job starts or stops running (Tiresias reads them at every
+        decision point; the same objects while the same jobs run)."""
         if self._running_ids is None:
             run = self._running
             self._running_ids = ([j.job_id for j in run], np.array([j.row for j in run], dtype=np.int64))
@@ -211,14 +212,19 @@ class Simulator:
 
     def _set_status(self, job: Job, status: str) -> None:
         """Change a job's status, keeping the running list (a new list when it changes)."""
+        kept = self._running_ids  # new lists and arrays, spliced (the old ones may be held)
         if job.status == RUNNING:
             k = self._running.index(job)  # (jobs compare by identity)
             self._running = self._running[:k] + self._running[k + 1 :]
-            self._running_ids = None
+            if kept is not None:
+                self._running_ids = (kept[0][:k] + kept[0][k + 1 :],
+                                     np.concatenate((kept[1][:k], kept[1][k + 1 :])))
         elif status == RUNNING:
             k = bisect.bisect(self._running, _arrival_order(job), key=_arrival_order)
             self._running = self._running[:k] + [job] + self._running[k:]
-            self._running_ids = None
+            if kept is not None:
+                self._running_ids = (kept[0][:k] + [job.job_id] + kept[0][k:],
+                                     np.concatenate((kept[1][:k], [job.row], kept[1][k:])))
         job.status = status
 
     def _pause(self, job: Job, until: float) -> None:

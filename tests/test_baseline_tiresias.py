@@ -14,6 +14,7 @@ from helpers import decision_digest, make_cluster, make_zoo, model_dict, needs_p
 
 import baselines
 import dlclusterenv
+import baselines.tiresias as tiresias
 from baselines.tiresias import Tiresias
 from dlclusterenv import Decision
 from dlclusterenv.adapter import SchedulerAdapter
@@ -190,3 +191,28 @@ def test_decisions_as_main_all_vc_day(policy):
     over a hundred running jobs."""
     day = scenario_of("philly", "all", "2017-10-01", "2017-10-02")
     assert decision_digest(day, policy, 0) == MAIN_ALL_VC_DAY[policy]
+
+
+# Issue 14 (branch tires8): all virtual clusters, 2017-10-02 (a busy day: most preemption walks
+# are of one-server jobs that fail); SHA-256 prefixes of decision_log.py's log recorded on main
+# at 6bedb58, before walks certain to fail were skipped (Admission._hopeless).
+MAIN_ALL_VC_SECOND_DAY = {"tiresias": "d8378176f233079c", "tiresias-gittins": "09c907a68c909225"}
+
+
+@needs_philly
+@pytest.mark.parametrize("policy", sorted(MAIN_ALL_VC_SECOND_DAY))
+def test_decisions_as_main_with_walks_skipped(policy, monkeypatch):
+    """Walks found certain to fail end as they would have (the same decisions as main's), and
+    the day has such walks (the test reaches the skip)."""
+    skipped = [0]
+    hopeless = tiresias.Admission._hopeless
+
+    def counted(self, job, lower):
+        got = hopeless(self, job, lower)
+        skipped[0] += got
+        return got
+
+    monkeypatch.setattr(tiresias.Admission, "_hopeless", counted)
+    day = scenario_of("philly", "all", "2017-10-02", "2017-10-03")
+    assert decision_digest(day, policy, 0) == MAIN_ALL_VC_SECOND_DAY[policy]
+    assert skipped[0] > 50

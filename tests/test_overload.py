@@ -4,10 +4,14 @@ keeps its queues incrementally; all of it must decide exactly as the full scans 
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import baselines
 import baselines.tiresias as tiresias_mod
@@ -249,6 +253,7 @@ class IdsChecked(Scheduler):
             assert jobs.job_ids() == [j.job_id for j in jobs]
             assert [jobs.job_id(k) for k in range(len(jobs))] == jobs.job_ids()
             assert jobs.attained_gpu_s() == [j.attained_gpu_s for j in jobs]  # the ledger gather
+            assert jobs.attained_gpu_s(array=True).tolist() == jobs.attained_gpu_s()
         for j in view.jobs:
             assert view.attained_gpu_s(j.job_id) == j.attained_gpu_s
             self.checked += j.attained_gpu_s > 0
@@ -272,12 +277,18 @@ def test_ids_and_attained_service_read_without_views_match_the_views():
             read()
 
 
+_KEPT = ("job_id", "arrival_s", "nodes", "placed", "num_workers", "worker_demand", "gpus", "held",
+         "sig", "whole", "touched", "per_node", "num_ps", "ps_demand", "param_bytes")
+
+
 @pytest.mark.parametrize("policy", ["tiresias", "tiresias-gittins"])
-def test_tiresias_builds_views_of_running_jobs_only_when_they_start(policy, monkeypatch):
+def test_tiresias_builds_no_views_of_running_jobs(policy, monkeypatch):
     """Issue 14: a running job's view is rebuilt by the simulator whenever it is read (its
-    service moves); Tiresias reads it once, at the first decision point that sees it running,
-    and its service now by ClusterView.attained_gpu_s. Reading every running job, as before,
-    builds one view per running job per decision."""
+    service moves, its tasks' cores need the rates). Tiresias reads running jobs' service by
+    ClusterView.attained_gpu_s and records a job it starts from the view it had waiting and the
+    nodes it gave it (branch tires8; tires3 to tires7 read each running job's view once, at the
+    first decision point that saw it running): no running job's view is built, and every
+    record equals one made from the job's running view (built here by the test, uncounted)."""
     sim = make_sim(overloaded(120, LOAD), 0)
     built: list[str] = []
     build = Simulator.job_view
@@ -291,16 +302,47 @@ def test_tiresias_builds_views_of_running_jobs_only_when_they_start(policy, monk
     sched = baselines.make(policy)
     sim.reset()
     sched.reset(0)
-    seen: set[str] = set()  # running at the last decision point
-    views = reads = 0
+    reads = checked = lims = 0
     while not sim.done:
-        running = {j.job_id for j in sim.running_jobs()}
-        built.clear()
+        reads += len(sim.running_jobs())
         sim.decide(sched)
-        assert set(built) <= running - seen, f"t = {sim.now}"
-        views, reads, seen = views + len(built), reads + len(running), running
+        assert not built, f"t = {sim.now}"
+        if sched._lims is not None:  # the kept queue limits, as made anew from the dicts
+            assert [a.tolist() for a in sched._lims] == [
+                [v.get(j, m) for j in sched._ids]
+                for v, m in ((sched._g0, 0.0), (sched._thr, math.inf))]
+            lims += 1
+        for jid, kept in sched._runs.items():  # running at this decision point
+            job = sim.jobs[jid]
+            if job.status == "running":  # (not preempted by it)
+                fresh = tiresias_mod._Running(build(sim, job))
+                assert all(getattr(kept, a) == getattr(fresh, a) for a in _KEPT), jid
+                checked += 1
         sim.advance()
-    assert reads > 5 * views > 0  # reading every running job would make them equal
+    assert reads > 1000 and checked > 1000 and lims > 100
+
+
+def test_tiresias_takes_over_jobs_it_did_not_start():
+    """Jobs running when Tiresias first decides (another scheduler started them) are recorded
+    from their running views, and the run goes on to the end."""
+    sim = make_sim(overloaded(40, LOAD), 0)
+    fifo, tir = baselines.make("fifo"), baselines.make("tiresias")
+    sim.reset()
+    fifo.reset(0)
+    while len(sim.running_jobs()) < 3:
+        sim.decide(fifo)
+        sim.advance()
+    running = [j.job_id for j in sim.running_jobs()]
+    tir.reset(0)
+    sim.decide(tir)
+    assert sorted(tir._runs) == sorted(running)
+    assert all(tir._runs[j].nodes == tuple(t.node for t in sim.jobs[j].tasks.values())
+               for j in running)
+    while not sim.done:
+        sim.advance()
+        if not sim.done:
+            sim.decide(tir)
+    assert sim.metrics().jobs_finished == 40
 
 
 def test_a_running_job_kept_between_decisions_refuses_what_moves():
@@ -314,8 +356,31 @@ def test_a_running_job_kept_between_decisions_refuses_what_moves():
     kept = tiresias_mod._Running(job)
     assert (kept.job_id, kept.attained_gpu_s, kept.status) == (job.job_id, job.attained_gpu_s,
                                                                 "running")
-    assert kept.tasks == job.tasks and kept.ps_demand == job.ps_demand
+    assert kept.placed == tuple((t.node, t.demand) for t in job.tasks)
+    assert kept.ps_demand == job.ps_demand
     assert kept.nodes == tuple(t.node for t in job.tasks) and min(kept.nodes) >= 0
     assert kept.held == kept.gpus == job.num_workers * job.worker_demand.gpu > 0
     with pytest.raises(AttributeError, match="'run_s' is not kept"):
         kept.run_s
+
+
+@settings(max_examples=300, deadline=None)
+@given(old=st.sets(st.integers(0, 40), max_size=25), joined=st.sets(st.integers(41, 60), max_size=6),
+       data=st.data())
+def test_splice_follows_the_ids_as_made_anew(old, joined, data):
+    """tiresias._splice (the running jobs' queue limits kept in the order of their ids, issue 14,
+    branch tires8): arrays of the old ids, less those that left and with those that joined put
+    where the new (sorted) id list has them, equal the arrays made from the dicts for the new
+    ids; an id without a value gets the missing one."""
+    old_ids = sorted(old)
+    left = data.draw(st.sets(st.sampled_from(old_ids), max_size=len(old_ids)) if old_ids
+                     else st.just(set()))
+    joined = {j - 41 + 0.5 * (j % 2) for j in joined} - set(old_ids)  # between or after old ones
+    new_ids = sorted((set(old_ids) - left) | joined)
+    g0 = {j: float(j) * 3.5 for j in set(old_ids) | joined if j != 7}
+    thr = {j: 100.0 + j for j in set(old_ids) | joined}
+    arrays = (np.array([g0.get(j, 0.0) for j in old_ids]), np.array([thr[j] for j in old_ids]))
+    got = tiresias_mod._splice(arrays, old_ids, new_ids, left, joined, (g0, thr),
+                               (0.0, math.inf))
+    assert [a.tolist() for a in got] == [[g0.get(j, 0.0) for j in new_ids],
+                                         [thr.get(j, math.inf) for j in new_ids]]

@@ -9,6 +9,8 @@ import copy
 import numpy as np
 import pytest
 from helpers import make_cluster
+from hypothesis import event, example, given, settings
+from hypothesis import strategies as st
 
 import dlclusterenv.placers as placers
 from dlclusterenv.config import Demand
@@ -163,6 +165,70 @@ def test_worker_order_kept_results_as_a_fresh_scan(placer):
             order.touch(nodes)
     assert outcomes == {None, placers.WorkerOrder.SPREAD, "placed"}
     assert scans < 0.7 * queries  # kept results were answered (and checked) above
+
+
+# a walk: whole free values per node of two_racks (cores, GB, bytes/s, GPUs; some oversubscribed),
+# then jobs given back one after another, each holding whole charges on one to three nodes
+_FREE = st.lists(st.tuples(st.integers(-2, 16), st.integers(-4, 64),
+                           st.sampled_from([0, 10**7, 10**9]), st.integers(0, 4)),
+                 min_size=16, max_size=16)
+_JOB = st.lists(st.tuples(st.integers(0, 15), st.integers(0, 8), st.integers(0, 16),
+                          st.sampled_from([0, 10**7]), st.integers(1, 4)), min_size=1, max_size=3)
+_WORKER = st.tuples(st.sampled_from([0.0, 1.0, 2.0]), st.sampled_from([0.0, 4.0]),
+                    st.sampled_from([0.0, 10.0]), st.integers(1, 4))
+
+
+@settings(max_examples=400, deadline=None)
+@given(free=_FREE, jobs=st.lists(_JOB, max_size=8), worker=_WORKER)
+@example(free=[(0, 0, 0, 0)] * 15 + [(16, 64, 0, 4)], jobs=[[(3, 2, 8, 0, 2)]],
+         worker=(1.0, 4.0, 0.0, 4)).via("the one free node is taken: not certain")
+@example(free=[(14, 56, 0, 2)] + [(0, 0, 0, 0)] * 15, jobs=[[(1, 4, 16, 0, 2)], [(2, 2, 8, 0, 2)]],
+         worker=(1.0, 4.0, 0.0, 4)).via("a half-free node ahead of every release: certain")
+def test_never_one_node_only_where_every_state_spreads(free, jobs, worker):
+    """WorkerOrder.never_one_node (Tiresias' walks skipped as a whole, issue 14, branch tires8):
+    where it says certain, no state of the walk (before the first release, and after each)
+    places the workers on one node, by an order made anew on that state's capacity."""
+    cluster = two_racks()
+    cap = Capacity(*(np.array([float(v[k]) for v in free]) for k in range(3)),
+                   np.array([v[3] for v in free], dtype=np.int64))
+    d = Demand(cpu=worker[0], mem_gb=worker[1], bw_MBps=worker[2], gpu=1)
+    w = worker[3]
+    # each job's charges per node, summed as Tiresias' kept running jobs hold them
+    releases = []
+    for job in jobs:
+        per: dict[int, list] = {}
+        for n, cpu, mem, bw, gpu in job:
+            v = per.setdefault(n, [n, 0.0, 0.0, 0.0, 0])
+            for k, x in enumerate((cpu, mem, bw, gpu), 1):
+                v[k] += x
+        releases.append(tuple(map(tuple, per.values())))
+    order = placers.WorkerOrder(cluster, copy.deepcopy(cap), pack)
+    certain = order.never_one_node(d, w, releases)
+    placed = []
+    for k in range(len(releases) + 1):
+        got = placers.WorkerOrder(cluster, copy.deepcopy(cap), pack).nodes(d, w, 1)
+        placed.append(isinstance(got, list))
+        if k < len(releases):
+            for n, cpu, mem, bw, gpu in releases[k]:
+                cap.cpu[n] += cpu
+                cap.mem[n] += mem
+                cap.bw[n] += bw
+                cap.gpu[n] += gpu
+    event(f"certain {certain}, placed at some state {any(placed)}")
+    assert not (certain and any(placed))
+    assert not placers.WorkerOrder(cluster, cap, consolidate).never_one_node(d, w, releases)
+
+
+def test_never_one_node_is_certain_on_the_examples():
+    """The property test's second example is one it is certain of (the test is not vacuous)."""
+    cluster = two_racks()
+    cap = Capacity(np.array([14.0] + [0.0] * 15), np.array([56.0] + [0.0] * 15), np.zeros(16),
+                   np.array([2] + [0] * 15, dtype=np.int64))
+    order = placers.WorkerOrder(cluster, cap, pack)
+    d = Demand(cpu=1.0, mem_gb=4.0, gpu=1)
+    assert order.never_one_node(d, 4, [((1, 4.0, 16.0, 0.0, 2),), ((2, 2.0, 8.0, 0.0, 2),)])
+    # node 3 given back whole: then it may hold them
+    assert not order.never_one_node(d, 2, [((3, 16.0, 64.0, 0.0, 4),)])
 
 
 def test_integral():
