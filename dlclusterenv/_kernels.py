@@ -53,36 +53,67 @@ def _mn(a, b):
 
 
 @_jit
-def _pairwise(a, lo, n):
-    """numpy's pairwise sum of a[lo:lo + n] (numpy/_core/src/umath/loops_utils.h), bit for bit."""
+def _block(a, lo, n):
+    """numpy's pairwise sum of a[lo:lo + n] for n <= 128 (numpy/_core/src/umath/loops_utils.h)."""
     if n < 8:
         res = 0.0
         for i in range(lo, lo + n):
             res += a[i]
         return res
-    if n <= 128:
-        r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
-        r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
-        i = 8
-        m = n - n % 8
-        while i < m:
-            r0 += a[lo + i]
-            r1 += a[lo + i + 1]
-            r2 += a[lo + i + 2]
-            r3 += a[lo + i + 3]
-            r4 += a[lo + i + 4]
-            r5 += a[lo + i + 5]
-            r6 += a[lo + i + 6]
-            r7 += a[lo + i + 7]
-            i += 8
-        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        while i < n:
-            res += a[lo + i]
-            i += 1
-        return res
-    n2 = n // 2
-    n2 -= n2 % 8
-    return _pairwise(a, lo, n2) + _pairwise(a, lo + n2, n - n2)
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    m = n - n % 8
+    while i < m:
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@_jit
+def _pairwise(a, lo, n):
+    """numpy's pairwise sum of a[lo:lo + n], bit for bit: above 128 values, the sum of the two
+    halves (the first rounded down to a multiple of 8). Walked with an explicit stack: a
+    recursive function loaded from numba's cache crashed (segfault) here."""
+    start = np.empty(64, np.int64)
+    size = np.empty(64, np.int64)
+    stage = np.zeros(64, np.int8)  # 0: new, 1: left half pushed, 2: right half pushed
+    left = np.empty(64)
+    sp = 0
+    start[0], size[0], stage[0] = lo, n, 0
+    val = 0.0
+    while sp >= 0:
+        n_sp = size[sp]
+        if stage[sp] == 0 and n_sp <= 128:
+            val = _block(a, start[sp], n_sp)  # returned to the frame below
+            sp -= 1
+            continue
+        half = n_sp // 2
+        half -= half % 8
+        if stage[sp] == 0:
+            stage[sp] = 1
+            sp += 1
+            start[sp], size[sp], stage[sp] = start[sp - 1], half, 0
+        elif stage[sp] == 1:
+            left[sp] = val
+            stage[sp] = 2
+            sp += 1
+            start[sp], size[sp], stage[sp] = start[sp - 1] + half, n_sp - half, 0
+        else:
+            val = left[sp] + val
+            sp -= 1
+    return val
 
 
 @_jit
