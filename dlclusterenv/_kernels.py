@@ -425,3 +425,45 @@ def rates(cpus, cpu_cap, cap, gpu_node, gpu_mode, n_gpus, ib, latency_s, rpc_s, 
             busy += 1
     return (0, s, xn, xr, gpus, link_Bps, cpu_used, gpu_busy, got, np.float64(busy),
             pairwise_sum(cpu_used), _pairwise(link_Bps, 0, min(2 * n, n_link)), e0, b0)
+
+
+@_jit
+def integrate(data, cols, rows, speed, eff, dt, observed, speed_o, gpus, xnode, xrack, shares, xnode_total,
+              xrack_total):
+    """sim._integrate's per-job arithmetic, in place on the Ledger's rows (data[rows], columns
+    `cols` in Ledger.COLUMNS' order): work gained (speed, times the efficiency `eff` where given,
+    times dt, capped at the job's total), run time, GPU-seconds, bytes across NICs and racks,
+    dominant share x dt (where `shares` is given), and for the `observed` jobs (positions in
+    rows, with their speeds `speed_o`) the biased speed measured and its time-weighted mean, and
+    the work where unqueued epochs began. Returns the engine's byte totals with this interval's
+    bytes added one job after the other (np.cumsum's order)."""
+    steps, run, gpu, xn, xr, dom, last, obs_mean, obs_time, total, bias, mark = (
+        cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], cols[7], cols[8], cols[9], cols[10],
+        cols[11])
+    for q in range(len(observed)):  # before the work moves: `mark` takes the work before
+        r = rows[observed[q]]
+        measured = speed_o[q] * data[r, bias]
+        w = data[r, obs_time]
+        m = data[r, mark]
+        data[r, obs_mean] = (data[r, obs_mean] * w + measured * dt) / (w + dt)
+        data[r, last] = measured
+        data[r, obs_time] = w + dt
+        if m != m:
+            data[r, mark] = data[r, steps]
+    with_eff = len(eff) > 0
+    with_dom = len(shares) > 0
+    for i in range(len(rows)):
+        r = rows[i]
+        gained = speed[i] * eff[i] * dt if with_eff else speed[i] * dt
+        data[r, steps] = _mn(data[r, steps] + gained, data[r, total])
+        data[r, run] += dt
+        data[r, gpu] += gpus[i] * dt
+        a = xnode[i] * dt
+        b = xrack[i] * dt
+        data[r, xn] += a
+        data[r, xr] += b
+        xnode_total += a
+        xrack_total += b
+        if with_dom:
+            data[r, dom] += shares[i] * dt
+    return xnode_total, xrack_total
