@@ -467,3 +467,47 @@ def integrate(data, cols, rows, speed, eff, dt, observed, speed_o, gpus, xnode, 
         if with_dom:
             data[r, dom] += shares[i] * dt
     return xnode_total, xrack_total
+
+
+@_jit
+def _cut(arr, lo, hi, mid):
+    """arr with its run [lo, hi) replaced by `mid` (np.concatenate([arr[:lo], mid, arr[hi:]]))."""
+    m = len(mid)
+    out = np.empty((len(arr) - (hi - lo) + m,) + arr.shape[1:], arr.dtype)
+    out[:lo] = arr[:lo]
+    out[lo : lo + m] = mid
+    out[lo + m :] = arr[hi:]
+    return out
+
+
+@_jit
+def _cut_ends(e, a, cut, sizes):
+    """A kind's job ends with jobs [a, cut) replaced by jobs of `sizes` rows each."""
+    lo, hi = e[a], e[cut]
+    out = np.empty(len(e) - (cut - a) + len(sizes), np.int64)
+    out[:a] = e[:a]
+    out[a] = lo
+    for q in range(len(sizes)):
+        out[a + 1 + q] = out[a + q] + sizes[q]
+    out[a + 1 + len(sizes) :] = e[cut + 1 :] + (out[a + len(sizes)] - hi)
+    return out
+
+
+@_jit
+def splice(a, cut, consts, m_consts, t_end, w_end, e_end, m_t, m_w, m_e, task_node, is_worker, want, limit,
+           w_gpu, w_compute, links, nbytes, flows, m_task_node, m_is_worker, m_want, m_limit, m_w_gpu,
+           m_w_compute, m_links, m_nbytes, m_flows):
+    """speed.PlanStack's splice in one call: jobs [a, cut) of the stack replaced by the changed run
+    (`m_*`: its plans' rows concatenated; m_t, m_w, m_e: its task, worker and entry counts per
+    job). Copies only (exact). Returns the new consts, task / worker / entry ends, the nine per-row
+    arrays in PlanStack.FIELDS' order and the entries per job."""
+    t_lo, t_hi, w_lo, w_hi, e_lo, e_hi = t_end[a], t_end[cut], w_end[a], w_end[cut], e_end[a], e_end[cut]
+    e_new = _cut_ends(e_end, a, cut, m_e)
+    counts = np.empty(len(e_new) - 1, np.int64)
+    for j in range(len(counts)):
+        counts[j] = e_new[j + 1] - e_new[j]
+    return (_cut(consts, a, cut, m_consts), _cut_ends(t_end, a, cut, m_t), _cut_ends(w_end, a, cut, m_w), e_new,
+            _cut(task_node, t_lo, t_hi, m_task_node), _cut(is_worker, t_lo, t_hi, m_is_worker),
+            _cut(want, t_lo, t_hi, m_want), _cut(limit, t_lo, t_hi, m_limit), _cut(w_gpu, w_lo, w_hi, m_w_gpu),
+            _cut(w_compute, w_lo, w_hi, m_w_compute), _cut(links, e_lo, e_hi, m_links),
+            _cut(nbytes, e_lo, e_hi, m_nbytes), _cut(flows, e_lo, e_hi, m_flows), counts)
