@@ -36,7 +36,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import compress, count, repeat
+from itertools import accumulate, compress, count, repeat
 from operator import attrgetter, is_, is_not
 from pathlib import Path
 
@@ -258,32 +258,24 @@ class PlanStack:
             self.entry_counts = np.array([len(p.links) for p in plans], dtype=np.int64)
             return self
         mid = plans[a : n_new - b]
-        cut = n_old - b  # old plans [a, cut) are replaced by `mid` (one compiled copy: _kernels.splice)
-        ends = [self.ends(kind) for kind in self.FIELDS]
-        arrays = [self.arrays[f] for f in _ROW_FIELDS]
-        if len(mid) == 1:
-            rows = [getattr(mid[0], f) for f in _ROW_FIELDS]
-        elif mid:
-            rows = [np.concatenate([getattr(p, f) for p in mid]) for f in _ROW_FIELDS]
+        cut = n_old - b  # old plans [a, cut) are replaced by `mid`
+        if mid:
+            self.consts = np.concatenate([self.consts[:a], np.array([p.consts for p in mid], dtype=float)
+                                          .reshape(len(mid), _N_CONSTS), self.consts[cut:]])
         else:  # jobs left, none came
-            rows = [arr[:0] for arr in arrays]
-        # the dtype np.concatenate would give (a plan without link entries has int64 bytes and
-        # flows, np.bincount's for no input; float otherwise): the kernel keeps the stack's
-        for i, (arr, new) in enumerate(zip(arrays, rows)):
-            if arr.dtype != new.dtype:
-                arrays[i] = arr.astype(np.result_type(arr, new))
-        sizes = [np.array([len(getattr(p, fields[0])) for p in mid], np.int64) for fields in self.FIELDS.values()]
-        m_consts = np.array([p.consts for p in mid], dtype=float).reshape(len(mid), _N_CONSTS)
-        out = _kernels.splice(a, cut, self.consts, m_consts, *ends, *sizes, *arrays, *rows)
-        self.consts = out[0]
-        self._ends = dict(zip(self.FIELDS, out[1:4]))
-        self.arrays.update(zip(_ROW_FIELDS, out[4:13]))
-        self.entry_counts = out[13]
+            self.consts = np.concatenate([self.consts[:a], self.consts[cut:]])
+        ends = {kind: self.ends(kind) for kind in self.FIELDS}
+        for kind, fields in self.FIELDS.items():
+            e = ends[kind]
+            lo, hi = int(e[a]), int(e[cut])
+            for f in fields:
+                arr = self.arrays[f]
+                self.arrays[f] = np.concatenate([arr[:lo], *(getattr(p, f) for p in mid), arr[hi:]])
+            mid_ends = list(accumulate((len(getattr(p, fields[0])) for p in mid), initial=lo))
+            self._ends[kind] = np.concatenate([e[:a], mid_ends, e[cut + 1 :] + (mid_ends[-1] - hi)])
         self.plans = list(plans)
+        self.entry_counts = np.diff(self._ends["entry"])
         return self
-
-
-_ROW_FIELDS = tuple(f for fs in PlanStack.FIELDS.values() for f in fs)
 
 
 class Rates:

@@ -12,8 +12,6 @@ others."""
 from __future__ import annotations
 
 import collections
-from itertools import accumulate, compress, count
-from operator import is_not
 
 import numpy as np
 import pytest
@@ -23,7 +21,7 @@ import dlclusterenv
 from dlclusterenv import sim as sim_mod
 from dlclusterenv._kernels import (EVERY, GPU, MESSAGES, NPS, NW, OMEGA, OVERHEAD, PHI, PS_REF, SYNC, TASK_TIME,
                                    UPDATE, UTIL, W_REF, XNODE, XRACK, pairwise_sum)
-from dlclusterenv.speed import _N_CONSTS, PlanStack, _cluster_consts, compute_rates
+from dlclusterenv.speed import PlanStack, _cluster_consts, compute_rates
 from dlclusterenv.workload import load_scenario
 
 (_NPS, _NW, _SYNC, _OVERHEAD, _UPDATE, _PS_REF, _UTIL, _W_REF, _TASK_TIME, _MESSAGES, _PHI, _OMEGA, _EVERY,
@@ -328,111 +326,3 @@ def test_kernels_compile_without_a_writable_cache(monkeypatch):
         return a + 1.0
 
     assert _kernels._jit(f)(1.0) == 2.0
-
-
-# speed.PlanStack as it was in numpy (main at 6bedb58): the splice's oracle
-class NumpyPlanStack:
-    """The running jobs' plan arrays concatenated in job order, kept between calls of
-    `compute_rates`: when a few jobs started, ended or moved in a long list, only the run of jobs
-    between the first and the last changed plan is gathered again and spliced in (gathering
-    every plan was 40% of a call at Philly scale, 150 running jobs); when most changed (a small
-    cluster), all are gathered, as before. Concatenation is exact, so the rates are the same
-    bits either way. Plans are never changed in place (a moved task makes a new one), so a plan
-    seen before at its place is taken as unchanged."""
-
-    # per task, per worker and per (job, link) entry; `consts` is one row per job
-    FIELDS = {"task": ("task_node", "is_worker", "want", "limit"), "worker": ("w_gpu", "w_compute"),
-              "entry": ("links", "nbytes", "flows")}
-
-    def __init__(self) -> None:
-        self.plans = []
-        self.consts = np.zeros((0, _N_CONSTS))
-        self.arrays: dict[str, np.ndarray] = {}
-        self.entry_counts = np.zeros(0, np.int64)  # (job, link) entries per job
-        self._ends: dict[str, np.ndarray] = {}  # per kind of row: 0, then each job's end
-
-    def ends(self, kind: str) -> np.ndarray:
-        """Where each job's rows of a kind ("task", "worker", "entry") end, after a leading 0;
-        found when first needed (a splice), then kept by the splices."""
-        if kind not in self._ends:
-            sizes = [len(getattr(p, self.FIELDS[kind][0])) for p in self.plans]
-            self._ends[kind] = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
-        return self._ends[kind]
-
-    def update(self, plans):
-        old, n_old, n_new = self.plans, len(self.plans), len(plans)
-        n_min = min(n_old, n_new)
-        # the common head and tail (first plans that differ, found at C speed)
-        a = next(compress(count(), map(is_not, old, plans)), n_min)
-        b = min(next(compress(count(), map(is_not, reversed(old), reversed(plans))), n_min), n_min - a)
-        if a == n_old == n_new:
-            return self
-        if 2 * (n_new - a - b) > n_new:  # most changed: gather them all
-            self.plans, self._ends = list(plans), {}
-            self.consts = np.array([p.consts for p in plans], dtype=float).reshape(n_new, _N_CONSTS)
-            for f in (f for fs in self.FIELDS.values() for f in fs):
-                self.arrays[f] = np.concatenate([getattr(p, f) for p in plans])
-            self.entry_counts = np.array([len(p.links) for p in plans], dtype=np.int64)
-            return self
-        mid = plans[a : n_new - b]
-        cut = n_old - b  # old plans [a, cut) are replaced by `mid`
-        if mid:
-            self.consts = np.concatenate([self.consts[:a], np.array([p.consts for p in mid], dtype=float)
-                                          .reshape(len(mid), _N_CONSTS), self.consts[cut:]])
-        else:  # jobs left, none came
-            self.consts = np.concatenate([self.consts[:a], self.consts[cut:]])
-        ends = {kind: self.ends(kind) for kind in self.FIELDS}
-        for kind, fields in self.FIELDS.items():
-            e = ends[kind]
-            lo, hi = int(e[a]), int(e[cut])
-            for f in fields:
-                arr = self.arrays[f]
-                self.arrays[f] = np.concatenate([arr[:lo], *(getattr(p, f) for p in mid), arr[hi:]])
-            mid_ends = list(accumulate((len(getattr(p, fields[0])) for p in mid), initial=lo))
-            self._ends[kind] = np.concatenate([e[:a], mid_ends, e[cut + 1 :] + (mid_ends[-1] - hi)])
-        self.plans = list(plans)
-        self.entry_counts = np.diff(self._ends["entry"])
-        return self
-
-
-def test_splice_is_numpys_with_plans_without_link_entries():
-    """The compiled splice gives the stack the values and dtypes of numpy's splice (main's
-    PlanStack) through any sequence of starts, ends and moves, also where some or all plans have
-    no link entries (int64 bytes and flows: np.bincount's for no input) and the stack empties of
-    entries. tests/test_plan_stack.py checks against a full gather with the plans of a run."""
-    import dataclasses
-
-    from dlclusterenv.speed import job_plan
-
-    sim = dlclusterenv.make_sim("default", 0)
-    fifo = baselines.make("fifo")
-    fifo.reset(0)
-    pool = []
-    while not sim.done and len(pool) < 30:
-        sim.decide(fifo)
-        sim.advance()
-        pool += [job_plan(sim.cluster, j) for j in sim.running_jobs() if j.plan not in pool]
-    bare = [dataclasses.replace(p, links=np.zeros(0, np.int64), nbytes=np.bincount([], weights=[], minlength=0),
-                                flows=np.bincount([], weights=[], minlength=0)) for p in pool[:10]]
-    assert bare[0].nbytes.dtype == np.int64
-    rng = np.random.default_rng(1)
-    for source in (bare, pool + bare, pool):
-        stack, oracle, plans = PlanStack(), NumpyPlanStack(), []
-        for step in range(400):
-            op = rng.integers(4)
-            if op == 0 or not plans:
-                plans.insert(int(rng.integers(len(plans) + 1)), source[rng.integers(len(source))])
-            elif op == 1:
-                plans.pop(int(rng.integers(len(plans))))
-            elif op == 2:
-                plans[int(rng.integers(len(plans)))] = source[rng.integers(len(source))]
-            stack.update(plans)
-            oracle.update(plans)
-            if not plans:
-                continue
-            assert _same(stack.consts, oracle.consts), step
-            for f in (f for fields in PlanStack.FIELDS.values() for f in fields):
-                assert _same(stack.arrays[f], oracle.arrays[f]), (step, f)
-            for kind in PlanStack.FIELDS:
-                assert _same(stack.ends(kind), oracle.ends(kind)), (step, kind)
-            assert _same(stack.entry_counts, oracle.entry_counts), step
