@@ -148,7 +148,7 @@ def gpu_compute_s(model: ModelSpec, gpu_type: str, name: str = "?") -> float:
 # are the engine's, gathered with the plans so that it does not walk the running jobs for them at
 # every change of the rates: the job's row in the simulator's Ledger and the dominant share of
 # what it holds (Job.placed_dominant_share)
-# (the column numbers are _kernels', which reads them)
+# (the column numbers are defined in _kernels, whose kernels read the columns by number)
 _N_CONSTS = SHARE + 1
 
 
