@@ -18,6 +18,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from . import _kernels
 from .api import ClusterView, Decision, DecisionError, JobView, Scheduler, TaskView
 from .cluster import Cluster
 from .config import CONFIG_DIR, ModelZoo
@@ -29,6 +30,9 @@ from .efficiency import Efficiency
 from .speed import ROW, SHARE, Colocation, PackingModel, PlanStack, Rates, alone_speed, compute_rates
 
 EPS = 1e-9
+_NONE = np.zeros(0)  # an optional array of _kernels.integrate left out
+_LEDGER_COLS = np.array([L_STEPS, L_RUN, L_GPU, L_XNODE, L_XRACK, L_DOM, L_LAST, L_OBS_MEAN, L_OBS_TIME, L_TOTAL,
+                         L_BIAS, L_MARK], np.int64)  # _kernels.integrate's `cols`
 # Consecutive steps of the engine (loop turns of advance(), across calls) that may leave the clock
 # where it is before the engine calls it a stall: a few are legitimate (events at one instant).
 STALL_LIMIT = 1000
@@ -771,9 +775,9 @@ class Simulator:
 
     def _integrate(self, r: Rates, t: float, ending: list[Job]) -> None:
         """Run every rate from now to t; jobs in `ending` complete at t with exactly their total
-        steps (no float residue left for a step the clock cannot resolve). Per-job totals are
-        array operations on the ledger's rows (jobs.Ledger), elementwise in the order the scalar
-        code did them; the engine's totals add the jobs' shares one after the other (cumsum)."""
+        steps (no float residue left for a step the clock cannot resolve). Per-job totals are one
+        compiled pass over the ledger's rows (jobs.Ledger, _kernels.integrate), in the order the
+        scalar code did them; the engine's totals add the jobs' shares one after the other."""
         dt = t - self.now
         tot = self.totals
         self.version += 1
@@ -786,35 +790,15 @@ class Simulator:
             obs, o_rows = ep.observed, ep.o_rows  # rows measured (speed > 0), as positions in `rows`
             for k in obs[np.isnan(led.bias[o_rows])]:  # a (p, w) measured for the first time
                 ep.jobs[k].draw_bias()
-            if self._eff_on:  # work advances at speed x E (efficiency.py); speed is what is measured
-                gained = speed * np.array([j.efficiency() for j in ep.jobs]) * dt
-            else:
-                gained = speed * dt
-            blk = led.data[rows]  # the running jobs' ledger rows, written back whole below
-            before = blk[:, L_STEPS].copy()
-            # what a real cluster shows: the speed with the configuration's bias, time-weighted
-            # per (p, w); the finished epochs are queued for loss draws from the work at `mark`
-            o = ep.o_idx
-            o_blk = blk[o]
-            measured = ep.speed_o * o_blk[:, L_BIAS]
-            w, prev, mark = o_blk[:, L_OBS_TIME], o_blk[:, L_OBS_MEAN], o_blk[:, L_MARK]
-            mean = (prev * w + measured * dt) / (w + dt)
-            mark = np.where(np.isnan(mark), before[o], mark)
-            w = w + dt
-            for col, val in ((L_LAST, measured), (L_OBS_MEAN, mean), (L_OBS_TIME, w), (L_MARK, mark)):
-                blk[o, col] = val
-            blk[:, L_STEPS] = np.minimum(before + gained, blk[:, L_TOTAL])
-            blk[:, L_RUN] += dt
-            blk[:, L_GPU] += r.gpus_arr * dt
-            xn, xr = r.cross_node_arr * dt, r.cross_rack_arr * dt
-            blk[:, L_XNODE] += xn
-            blk[:, L_XRACK] += xr
+            # work (speed x E where efficiency.py applies; speed is what is measured), run time,
+            # GPU-seconds, bytes, dominant share-seconds; what a real cluster shows: the speed with
+            # the configuration's bias, time-weighted per (p, w); the finished epochs are queued for
+            # loss draws from the work at `mark` (compiled: _kernels.integrate)
+            eff = np.array([j.efficiency() for j in ep.jobs]) if self._eff_on else _NONE
             held_here = ep.holding is rows  # every holding job runs: its dominant share is a column here
-            if held_here:
-                blk[:, L_DOM] += ep.shares * dt
-            led.data[rows] = blk
-            tot.cross_node_bytes = np.cumsum(np.concatenate(([tot.cross_node_bytes], xn))).item(-1)
-            tot.cross_rack_bytes = np.cumsum(np.concatenate(([tot.cross_rack_bytes], xr))).item(-1)
+            tot.cross_node_bytes, tot.cross_rack_bytes = _kernels.integrate(
+                led.data, _LEDGER_COLS, rows, speed, eff, dt, obs, ep.speed_o, r.gpus_arr, r.cross_node_arr,
+                r.cross_rack_arr, ep.shares if held_here else _NONE, tot.cross_node_bytes, tot.cross_rack_bytes)
             tot.gpu_busy_s += r.gpus_busy * dt
             tot.cpu_used_s += r.cores_used * dt
             tot.net_bytes += r.nic_Bps * dt

@@ -42,6 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
+from . import _kernels
+from ._kernels import ROW, SHARE
 from .cluster import Cluster
 from .comm import intra_base, link_capacity, n_links, pattern
 from .config import ModelSpec, Overheads, read_yaml
@@ -118,58 +120,6 @@ class PackingModel:
     colocation: Colocation | None = field(default=None, compare=False)
 
 
-def waterfill(capacity: float, caps: np.ndarray) -> np.ndarray:
-    """Max-min fair split of `capacity` among claimants each wanting at most `caps`."""
-    out = np.zeros_like(caps)
-    order = np.argsort(caps, kind="stable")
-    left, n = capacity, len(caps)
-    for k, i in enumerate(order):
-        share = left / (n - k)
-        give = min(caps[i], share)
-        out[i] = give
-        left -= give
-    return out
-
-
-def cpu_split(capacity: float, want: np.ndarray, limit: np.ndarray) -> np.ndarray:
-    """Soft, work-conserving limits: fair share up to each limit, then the rest to whoever wants."""
-    if want.sum() <= capacity:
-        return want.copy()
-    first = waterfill(capacity, np.minimum(want, limit * capacity))
-    rest = capacity - first.sum()
-    if rest > 1e-12:
-        first += waterfill(rest, want - first)
-    return first
-
-
-def cpu_contention(
-    got: np.ndarray, want: np.ndarray, t_node: np.ndarray, contended: np.ndarray, overheads: Overheads
-) -> np.ndarray:
-    """Cores each task turns into work, less what context switching costs on contended nodes.
-
-    Why: FlowCon (seed 004) gains makespan "by reducing the overlap between jobs" (Sec. 5.3-5.4) and
-    sees jitter "as a result of uncontrolled resource competition" (Sec. 5.5.1); under ideal
-    processor sharing overlap is free. On a node whose tasks want more cores than it has, the k
-    tasks that get less than they want are time-sliced on every core (DL frameworks run a thread
-    per core); CFS gives each a slice of max(latency / k, min_granularity) and every slice ends in a
-    switch that costs `cpu_switch_s` of work, so each of the node's tasks keeps 1 - cpu_switch_s /
-    slice of its cores. Soft limits (work-conserving) leave the capped tasks runnable, so the loss
-    depends on how many jobs overlap, not on the limits. `cpu_switch_s = 0` (the default) is ideal
-    sharing. Cores used (utilisation) still count the lost time: the cores are busy.
-    """
-    o = overheads
-    if o.cpu_switch_s <= 0 or not len(contended):
-        return got
-    eff = got.copy()
-    for node in contended:
-        sel = np.flatnonzero(t_node == node)
-        k = int((got[sel] < want[sel] * (1 - 1e-9)).sum())
-        if k >= 2:
-            slice_s = max(o.cpu_sched_latency_s / k, o.cpu_min_granularity_s)
-            eff[sel] *= max(1.0 - o.cpu_switch_s / slice_s, 0.0)
-    return eff
-
-
 class SpeedError(ValueError):
     """A job that cannot be timed on the hardware it was given (names model and GPU type)."""
 
@@ -198,8 +148,7 @@ def gpu_compute_s(model: ModelSpec, gpu_type: str, name: str = "?") -> float:
 # are the engine's, gathered with the plans so that it does not walk the running jobs for them at
 # every change of the rates: the job's row in the simulator's Ledger and the dominant share of
 # what it holds (Job.placed_dominant_share)
-(_NPS, _NW, _SYNC, _OVERHEAD, _UPDATE, _PS_REF, _UTIL, _W_REF, _TASK_TIME, _MESSAGES, _PHI, _OMEGA,
- _EVERY, _XNODE, _XRACK, _GPU, ROW, SHARE) = range(18)
+# (the column numbers are defined in _kernels, whose kernels read the columns by number)
 _N_CONSTS = SHARE + 1
 
 
@@ -333,7 +282,8 @@ class Rates:
     """Speeds and loads under the current placement; per-job dicts and per-task cores are built
     when first read (the engine reads only the arrays, and rates change at every event)."""
 
-    def __init__(self, jobs, speed, cross_node, cross_rack, gpus, link_Bps, cpu_used, gpu_busy, plans, got, consts):
+    def __init__(self, jobs, speed, cross_node, cross_rack, gpus, link_Bps, cpu_used, gpu_busy, plans, got, consts,
+                 totals):
         # per running job, in the order given (arrays, for the engine's vectorised integration)
         self._jobs = jobs
         self.speed_arr, self.cross_node_arr, self.cross_rack_arr = speed, cross_node, cross_rack
@@ -343,11 +293,9 @@ class Rates:
         self.gpu_busy: np.ndarray = gpu_busy  # bool per GPU: a running worker computes on it
         self._plans, self._got, self._cores = plans, got, None
         self.consts = consts  # the jobs' JobPlan.consts, one row each (ROW, SHARE: the engine's)
-        # cluster-wide totals, constant until the rates change (the engine integrates them)
-        n = len(cpu_used)
-        self.gpus_busy = float(gpu_busy.sum())
-        self.cores_used = float(cpu_used.sum())
-        self.nic_Bps = float(link_Bps[: 2 * n].sum())
+        # cluster-wide totals, constant until the rates change (the engine integrates them): GPUs
+        # busy, cores used, NIC bytes/s (np.sum's of gpu_busy, cpu_used, link_Bps[:2 n])
+        self.gpus_busy, self.cores_used, self.nic_Bps = totals
 
     @cached_property
     def row(self) -> dict[str, int]:
@@ -386,6 +334,7 @@ class _ClusterConsts:
         self.n_link = n_links(cluster)
         self.cap = link_capacity(cluster)
         self.ib = intra_base(cluster)
+        self.cpus = np.ascontiguousarray(cluster.cpus, dtype=float)
         self.cpu_cap = cluster.cpus * (1 + 1e-12)  # a node is contended above this
 
 
@@ -416,165 +365,78 @@ def compute_rates(
     if not jobs:
         e = np.zeros(0)
         return Rates([], e, e, e, e, np.zeros(n_link), np.zeros(n), np.zeros(cluster.n_gpus, bool), [], np.zeros(0),
-                     np.zeros((0, _N_CONSTS)))
+                     np.zeros((0, _N_CONSTS)), (0.0, 0.0, 0.0))
     plans = list(map(_PLAN, jobs))  # the cached plans, gathered at C speed; then the missing
     for i in compress(count(), map(is_, plans, repeat(None))):
         plans[i] = job_plan(cluster, jobs[i])
-    n_jobs = len(jobs)
     st = (stack or PlanStack()).update(plans)
     arr, k = st.arrays, st.consts
-    n_ps, n_w = k[:, _NPS].astype(np.int64), k[:, _NW].astype(np.int64)
-    # Sections that cannot change a speed are skipped (no contended node: no water-filling; no
-    # PS job: no PS factor, RPCs or update; every worker alone on its GPU: factor 1; all sync: no
-    # per-worker loops); what is computed keeps the full model's operations in their order, so
-    # the rates are the same bits either way (tests/test_engine_identity.py).
-    any_ps = bool(n_ps.any())
-    # ---- CPU: max-min fair shares with soft limits, only contended nodes need water-filling
-    t_node, want = arr["task_node"], arr["want"]
-    total = np.bincount(t_node, weights=want, minlength=n)
-    contended = np.flatnonzero(total > cc.cpu_cap)
-    if len(contended):
-        got = want.copy()
-        limit = arr["limit"]
-        for node in contended:
-            sel = np.flatnonzero(t_node == node)
-            got[sel] = cpu_split(float(cluster.cpus[node]), want[sel], limit[sel])
-        cpu_used = np.bincount(t_node, weights=got, minlength=n)
-    else:  # every task gets the cores it wants
-        got, cpu_used = want, total
-    eff = cpu_contention(got, want, t_node, contended, overheads)
-    # ---- per-job constants, and per-worker arrays in job order
-    sync = k[:, _SYNC] > 0
-    all_sync = bool(sync.all())
-    overhead, update, ps_ref = k[:, _OVERHEAD], k[:, _UPDATE], k[:, _PS_REF]
-    is_w = arr["is_worker"]
-    if any_ps and len(contended):
-        # PS factor: the most CPU-starved PS of the job (1 for all-reduce jobs, which have none;
-        # 1 for all when no node is contended: each PS gets the cores it wants, its reference)
-        ps_idx = np.flatnonzero(~is_w)
-        ps_job = np.repeat(np.arange(n_jobs), n_ps)
-        ratio = np.where(ps_ref[ps_job] > 0, np.minimum(1.0, eff[ps_idx] / np.maximum(ps_ref[ps_job], 1e-300)), 1.0)
-        ps_f = np.ones(n_jobs)
-        np.minimum.at(ps_f, ps_job, ratio)
-        ps_f = np.maximum(ps_f, 1e-9)
-    # worker factors: GPU share (alone / time-sliced / packed) or CPU cores over the reference
-    w_job = np.repeat(np.arange(n_jobs), n_w) if not all_sync else None
-    w_gpu = arr["w_gpu"]
-    alone = False
-    if w_gpu.min() >= 0:  # every worker computes on a GPU
-        cnt = np.bincount(w_gpu, minlength=cluster.n_gpus)
-        alone = cnt.max() <= 1
-    if alone:  # each on a GPU of its own: its factor is 1 (x / 1.0 is x)
-        c_w = arr["w_compute"]
-    else:
-        if w_job is None:
-            w_job = np.repeat(np.arange(n_jobs), n_w)
-        w_idx = np.flatnonzero(is_w)
-        on_gpu = w_gpu >= 0
-        g = np.where(on_gpu, w_gpu, 0)
-        n_slots = max(cluster.n_gpus, int(g.max()) + 1)
-        util = k[w_job, _UTIL]
-        cnt = np.bincount(g[on_gpu], minlength=n_slots)
-        util_sum = np.bincount(g[on_gpu], weights=util[on_gpu], minlength=n_slots)
-        mode = np.zeros(n_slots, np.int8)
-        k_modes = min(len(gpu_mode), n_slots)
-        mode[:k_modes] = gpu_mode[:k_modes]
-        switch = 1.0 - min(overheads.suspend_resume_s / overheads.time_slice_s, 1.0)
-        share = np.maximum(cnt[g], 1)
-        if overheads.time_slice == "server":
-            # a node's time-sliced workers rotate over its time-sliced GPUs that hold workers: each
-            # gets G / T of a GPU (1 where T = G: each alone, no rotation); packed GPUs keep theirs
-            sliced = np.where(mode == 0, cnt, 0)
-            pool = np.arange(n_slots) + cluster.n_nodes  # a slot past the cluster's GPUs: its own
-            pool[: cluster.n_gpus] = cluster.gpu_node
-            t_n = np.bincount(pool, weights=sliced)
-            g_n = np.bincount(pool, weights=sliced > 0)
-            w_pool = pool[g]
-            share = np.where(on_gpu & (mode[g] == 0), t_n[w_pool] / np.maximum(g_n[w_pool], 1.0), share)
-        # profiles.packing_speed, vectorised: (1 - eps) * min(1, 1 / sum of utilisations) ** gamma
-        packed = (1.0 - packing.eps) * np.minimum(1.0, 1.0 / np.maximum(util_sum[g], 1e-12)) ** packing.gamma
-        shared_packed = np.flatnonzero((cnt[: cluster.n_gpus] >= 2) & (mode[: cluster.n_gpus] == 1))
-        if packing.colocation is not None and len(shared_packed):
-            gavel = [j.model.gavel_job for j in jobs]
-            for gid in shared_packed:
-                ws = np.flatnonzero(on_gpu & (g == gid))
-                names = [gavel[w_job[i]] for i in ws]
-                if None not in names:
-                    gpu = cluster.node_gpu_type[cluster.gpu_node[gid]]
-                    packed[ws] = packing.colocation.factors(gpu, names)
-        f_gpu = np.where(share == 1, 1.0, np.where(mode[g] == 1, packed, switch / share))
-        w_ref = k[w_job, _W_REF]
-        f_cpu = np.where(w_ref > 0, eff[w_idx] / np.where(w_ref > 0, w_ref, 1.0), 1.0)
-        f = np.maximum(np.where(on_gpu, f_gpu, f_cpu), 1e-9)
-        c_w = arr["w_compute"] / f  # each worker's, slowed by its share
+    # One compiled pass (_kernels.rates) over the stacked plans does the model's arithmetic, in the
+    # numpy code's order (same bits; sections that cannot change a speed are skipped):
+    # ---- CPU: the tasks on a node share its cores by max-min fairness over what each can use,
+    # soft limits capping a task only while others want the cores (work-conserving, FlowCon §3:
+    # fair share up to each limit, then the rest to whoever wants); only contended nodes need
+    # water-filling. With `cpu_switch_s` > 0, the k >= 2 tasks of a contended node that get less
+    # than they want are time-sliced on every core (DL frameworks run a thread per core): CFS gives
+    # each a slice of max(latency / k, min_granularity), every slice ends in a switch that costs
+    # `cpu_switch_s` of work, so each of the node's tasks keeps 1 - cpu_switch_s / slice of its
+    # cores (FlowCon, seed 004, Sec. 5.3-5.5: overlap costs; soft limits leave capped tasks
+    # runnable, so the loss depends on how many jobs overlap; cores used still count the lost time).
+    # ---- PS factor: the most CPU-starved PS of the job (1 for all-reduce jobs; 1 for all when no
+    # node is contended: each PS gets the cores it wants, its reference).
+    # ---- worker factors: alone on a GPU 1; time-sliced `switch / share` (share: the workers on
+    # the GPU, or with `time_slice: server` a node's time-sliced workers over its time-sliced GPUs
+    # that hold workers, G / T of a GPU each); packed: profiles.packing_speed, (1 - eps) *
+    # min(1, 1 / sum of utilisations) ** gamma, or Gavel's measured pairs where every job on the
+    # GPU names its job type (computed here, in numpy: see below); CPU-bound workers: their cores
+    # over the reference.
     # ---- links: the sparse (job, link) incidence, one entry per link a job uses; each link
     # direction is shared equally per flow. A job's network time is its busiest NIC or uplink (or
     # its slowest capped connection); GPU transfers are staged through the host path, so its
-    # busiest host path adds to it. Sums run in job order, as the dense jobs x links sums did.
-    e_link, e_bytes, e_flows = arr["links"], arr["nbytes"], arr["flows"]
-    flows_total = np.bincount(e_link, weights=e_flows, minlength=n_link)
-    t_entry = (e_bytes * flows_total[e_link] / cap[e_link]) / e_flows
-    net_e = e_link < cc.ib
-    # per-job maxima over each job's run of entries (0 where it has none of the kind)
-    counts = st.entry_counts
-    has = counts > 0
-    starts = st.ends("entry")[:-1][has]
-    net, host = np.zeros(n_jobs), np.zeros(n_jobs)
-    if len(starts):
-        net[has] = np.maximum.reduceat(np.where(net_e, t_entry, 0.0), starts)
-        host[has] = np.maximum.reduceat(np.where(net_e, 0.0, t_entry), starts)
-    net = np.maximum(net, k[:, _TASK_TIME])
-    latency = cluster.config.network.latency_s * k[:, _MESSAGES]
+    # busiest host path adds to it, and each sequential message adds the network latency.
     # ---- step time of one local batch on every worker. Communication (and the PS update, which
     # MXNet and TF pipeline per layer) overlaps the backward pass: up to `overlap` of the compute
     # hides up to `overlap_max` of it (DDP-style buckets; fitted on Pollux, `dlcluster fidelity`).
     # Per step a worker makes p request/response round trips and a PS serves w of them, each with
-    # a fixed RPC cost: Optimus' t4*p and t3*w terms.
-    phi, omega = k[:, _PHI], k[:, _OMEGA]
-    comm = net + host + latency
-    w_off = st.ends("worker")[:-1]
-    # sync waits for the slowest worker, and its PS apply every worker's gradient
-    slowest = np.maximum.reduceat(c_w, w_off)
-    if any_ps:
-        # the RPCs and the PS update happen once per exchange, every k steps (comm is already per step)
-        every = k[:, _EVERY]
-        rpc = overheads.rpc_s * np.where(n_ps > 0, n_ps + n_w, 0) / every
-        upd = update / np.maximum(n_ps, 1)
-        if len(contended):  # (x / 1.0 is x)
-            upd = upd / ps_f
-        upd = np.where(n_ps > 0, upd, 0.0) / every
-        x_sync = comm + upd * n_w
-        t_fixed = slowest + overhead + rpc
-    else:  # no RPCs and no update: their terms are 0.0, and a + 0.0 is a
-        x_sync = comm
-        t_fixed = slowest + overhead
-    t_sync = t_fixed + x_sync - np.minimum(phi * slowest, omega * x_sync)
-    # speeds in local batches per second (weak scaling: a sync step is one batch per worker)
-    if all_sync:
-        s = n_w / t_sync
-    else:
-        # async workers run their own loops; the job's speed is the sum of their rates
-        x_w = (comm + upd)[w_job] if any_ps else comm[w_job]
-        fixed_w = (overhead + rpc)[w_job] if any_ps else overhead[w_job]
-        per_worker = c_w + fixed_w + x_w - np.minimum(phi[w_job] * c_w, omega[w_job] * x_w)
-        s_async = np.add.reduceat(1.0 / per_worker, w_off)
-        s = np.where(sync, n_w / t_sync, s_async)
-    moved = s / n_w  # steps/s of the exchange: a sync step, or one async worker's update
-    xn = k[:, _XNODE] * moved
-    xr = k[:, _XRACK] * moved
-    return Rates(
-        jobs,
-        s,
-        xn,
-        xr,
-        n_w * k[:, _GPU],
-        np.bincount(e_link, weights=e_bytes * np.repeat(moved, counts), minlength=n_link),
-        cpu_used,
-        cnt[: cluster.n_gpus] > 0,
-        plans,
-        got,
-        k,
-    )
+    # a fixed RPC cost (Optimus' t4*p and t3*w terms); the RPCs and the PS update happen once per
+    # exchange, every k steps. Sync waits for the slowest worker, and its PS apply every worker's
+    # gradient; async workers run their own loops and the job's speed is the sum of their rates.
+    # Speeds are local batches per second (weak scaling: a sync step is one batch per worker).
+    o = overheads
+    switch = 1.0 - min(o.suspend_resume_s / o.time_slice_s, 1.0)
+    args = (cc.cpus, cc.cpu_cap, cap, cluster.gpu_node, gpu_mode, cluster.n_gpus, cc.ib,
+            cluster.config.network.latency_s, o.rpc_s, o.cpu_switch_s, o.cpu_sched_latency_s,
+            o.cpu_min_granularity_s, switch, o.time_slice == "server", k, arr["task_node"],
+            arr["is_worker"], arr["want"], arr["limit"], arr["w_gpu"], arr["w_compute"], arr["links"],
+            arr["nbytes"], arr["flows"], st.entry_counts)
+    out = _kernels.rates(*args, _NO_PACKED)
+    if out[0]:  # a GPU set to pack holds several workers: their factors, then the pass again
+        out = _kernels.rates(*args, _packed(cluster, jobs, k, arr["w_gpu"], packing, out[12], out[13]))
+    _, s, xn, xr, gpus, link_Bps, cpu_used, gpu_busy, got, gpus_busy, cores_used, nic_Bps = out[:12]
+    return Rates(jobs, s, xn, xr, gpus, link_Bps, cpu_used, gpu_busy, plans, got, k,
+                 (gpus_busy, cores_used, nic_Bps))
+
+
+_NO_PACKED = np.zeros(0)
+
+
+def _packed(cluster: Cluster, jobs: list[Job], k: np.ndarray, w_gpu: np.ndarray, packing: PackingModel,
+            util_w: np.ndarray, on_packed: np.ndarray) -> np.ndarray:
+    """Each worker's speed factor on a GPU set to pack (used where `on_packed`: it shares one):
+    profiles.packing_speed from its GPU's summed utilisation `util_w`, or, where every job on the
+    GPU names its Gavel job type, Gavel's measured pairs (Colocation). In numpy, not in the kernel:
+    numpy's `**` may use SIMD code whose last bit differs from libm's pow."""
+    packed = (1.0 - packing.eps) * np.minimum(1.0, 1.0 / np.maximum(util_w, 1e-12)) ** packing.gamma
+    if packing.colocation is not None:
+        w_job = np.repeat(np.arange(len(jobs)), k[:, _kernels.NW].astype(np.int64))
+        gavel = [j.model.gavel_job for j in jobs]
+        for gid in np.unique(w_gpu[on_packed]):
+            ws = np.flatnonzero(on_packed & (w_gpu == gid))
+            names = [gavel[w_job[i]] for i in ws]
+            if None not in names:
+                gpu = cluster.node_gpu_type[cluster.gpu_node[gid]]
+                packed[ws] = packing.colocation.factors(gpu, names)
+    return packed
 
 
 def alone_speed(cluster: Cluster, job: Job, ps_nodes, worker_nodes, overheads: Overheads,
