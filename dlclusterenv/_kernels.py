@@ -157,6 +157,18 @@ def _cpu_split(capacity, want, limit):
 
 
 @_jit
+def _node_runs(task_node, contended):
+    """Each contended node's tasks in task order: node contended[c]'s are by_node[lo[c]:hi[c]]."""
+    by_node = np.argsort(task_node, kind="mergesort")
+    lo = np.searchsorted(task_node[by_node], contended)
+    hi = lo.copy()
+    for c in range(len(contended)):
+        while hi[c] < len(task_node) and task_node[by_node[hi[c]]] == contended[c]:
+            hi[c] += 1
+    return by_node, lo, hi
+
+
+@_jit
 def rates(cpus, cpu_cap, cap, gpu_node, gpu_mode, n_gpus, ib, latency_s, rpc_s, cpu_switch_s,
           sched_latency_s, min_granularity_s, switch, server, consts, task_node, is_worker, want,
           limit, w_gpu, w_compute, links, nbytes, flows, entry_counts, packed):
@@ -200,15 +212,10 @@ def rates(cpus, cpu_cap, cap, gpu_node, gpu_mode, n_gpus, ib, latency_s, rpc_s, 
     contended = np.flatnonzero(total > cpu_cap)
     got = want.copy()
     if len(contended):
-        by_node = np.argsort(task_node, kind="mergesort")  # each node's tasks in task order
-        starts = np.searchsorted(task_node[by_node], contended)
+        by_node, lo, hi = _node_runs(task_node, contended)
         for c in range(len(contended)):
             node = contended[c]
-            lo = starts[c]
-            hi = lo
-            while hi < n_t and task_node[by_node[hi]] == node:
-                hi += 1
-            sel = by_node[lo:hi]
+            sel = by_node[lo[c]:hi[c]]
             part = _cpu_split(cpus[node], want[sel], limit[sel])
             for q in range(len(sel)):
                 got[sel[q]] = part[q]
@@ -221,16 +228,10 @@ def rates(cpus, cpu_cap, cap, gpu_node, gpu_mode, n_gpus, ib, latency_s, rpc_s, 
     eff = got
     if cpu_switch_s > 0 and len(contended):
         eff = got.copy()
-        by_node = np.argsort(task_node, kind="mergesort")
-        starts = np.searchsorted(task_node[by_node], contended)
+        by_node, lo, hi = _node_runs(task_node, contended)
         for c in range(len(contended)):
-            node = contended[c]
-            lo = starts[c]
-            hi = lo
-            while hi < n_t and task_node[by_node[hi]] == node:
-                hi += 1
             k = 0
-            for q in range(lo, hi):
+            for q in range(lo[c], hi[c]):
                 i = by_node[q]
                 if got[i] < want[i] * (1 - 1e-9):
                     k += 1
@@ -241,7 +242,7 @@ def rates(cpus, cpu_cap, cap, gpu_node, gpu_mode, n_gpus, ib, latency_s, rpc_s, 
                 keep = 1.0 - cpu_switch_s / slice_s
                 if 0.0 > keep:
                     keep = 0.0
-                for q in range(lo, hi):
+                for q in range(lo[c], hi[c]):
                     eff[by_node[q]] *= keep
 
     # ---- PS factor: the most CPU-starved PS of each job (only where a node is contended)

@@ -43,14 +43,19 @@ def test_an_ended_job_releases_its_history_and_replays_it_equal(monkeypatch, sce
     assert sum(map(len, held.values())) > 100
 
 
-def test_a_job_stopped_before_any_epoch_replays_an_empty_history():
+def _first_job():
+    """`default` seed 0 under FIFO up to its first job's arrival: (simulator, that job)."""
     sim = dlclusterenv.make_sim("default", 0)
     fifo = baselines.make("fifo")
     fifo.reset(0)
     while not sim.jobs:
         sim.decide(fifo)
         sim.advance()
-    job = next(iter(sim.jobs.values()))
+    return sim, next(iter(sim.jobs.values()))
+
+
+def test_a_job_stopped_before_any_epoch_replays_an_empty_history():
+    sim, job = _first_job()
     assert job.epochs_done == 0
     sim.stop(job.job_id)
     assert job.status == DONE and job.obs_loss == [] and job.loss_history() == ()
@@ -74,13 +79,7 @@ def test_an_epoch_snapped_back_below_its_boundary_is_queued_once():
     ends the epoch at that edge; the snap back to the edge (steps_done's setter) leaves the work a
     residue below the boundary, and the next interval starts its mark there. On main 6bedb58 that
     epoch was queued a second time (epochs ..., n, n, n + 1 as a scheduler read them)."""
-    sim = dlclusterenv.make_sim("default", 0)
-    fifo = baselines.make("fifo")
-    fifo.reset(0)
-    while not sim.jobs:
-        sim.decide(fifo)
-        sim.advance()
-    job = next(iter(sim.jobs.values()))
+    sim, job = _first_job()
     led, r, spe, n = job.ledger, job.row, job.steps_per_epoch, job.total_epochs - 2
     assert n >= 2
     boundary = n * spe
