@@ -12,6 +12,8 @@ others."""
 from __future__ import annotations
 
 import collections
+import functools
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -262,8 +264,12 @@ def _same(a, b) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
-@pytest.mark.parametrize("scenario,policy,over", CASES)
-def test_kernel_equals_numpy_at_every_rates_change(scenario, policy, over, monkeypatch):
+@functools.cache
+def _checked_run(case: int) -> collections.Counter:
+    """CASES[case] run with every rates computation checked against numpy_rates (assertions
+    inside); the calls checked and the model sections they reached. Kept per case, so the section
+    check below reuses the cases' runs and still runs them when it is selected alone."""
+    scenario, policy, over = CASES[case]
     seen = collections.Counter()
 
     def checked(cluster, jobs, gpu_mode, overheads, packing, stack=None):
@@ -279,23 +285,22 @@ def test_kernel_equals_numpy_at_every_rates_change(scenario, policy, over, monke
             seen.update(s for s, on in sections.items() if on)
         return r
 
-    monkeypatch.setattr(sim_mod, "compute_rates", checked)
-    sim = dlclusterenv.make_sim(scenario, 0)
-    if over:
-        sim.overheads = sim.overheads.model_copy(update=over)
-    sim.run(baselines.make(policy))
-    assert seen["calls"] >= 5
-    test_kernel_equals_numpy_at_every_rates_change.seen.update(seen)
+    with mock.patch.object(sim_mod, "compute_rates", checked):
+        sim = dlclusterenv.make_sim(scenario, 0)
+        if over:
+            sim.overheads = sim.overheads.model_copy(update=over)
+        sim.run(baselines.make(policy))
+    return seen
 
 
-test_kernel_equals_numpy_at_every_rates_change.seen = collections.Counter()
+@pytest.mark.parametrize("case", range(len(CASES)), ids=[f"{s}-{p}" for s, p, _ in CASES])
+def test_kernel_equals_numpy_at_every_rates_change(case):
+    assert _checked_run(case)["calls"] >= 5
 
 
 def test_every_section_was_checked():
-    """Runs after the cases above (file order): each section of the model ran in some case."""
-    seen = test_kernel_equals_numpy_at_every_rates_change.seen
-    if not seen["calls"]:
-        pytest.skip("the cases did not run in this session")
+    """Each section of the model ran in some case (the cases' runs, kept by _checked_run)."""
+    seen = sum((_checked_run(i) for i in range(len(CASES))), collections.Counter())
     for section in ("contended", "ps", "shared gpu", "async", "switch", "server", "packed", "gavel pairs"):
         assert seen[section] > 0, (section, dict(seen))
 
