@@ -140,7 +140,7 @@ def learned_episode(task: Task) -> tuple[dict, list[dict]]:
         if a != env.action_space.n - 1:
             q, slot = obs["global"][5], a // u.per_job
             slots = u.slots()
-            waiting = [i for i, j in enumerate(slots) if j.status != "running" and u._proposed(j) == (0, 0)]
+            waiting = [i for i, j in enumerate(slots) if j.status != "running" and u.proposed(j) == (0, 0)]
             out.append({"waiting": round(u.max_jobs * q / (1 - q)),
                         "queue_pos": waiting.index(slot) if slot in waiting else None,
                         "free_gpus": round(float(obs["global"][3]) * u.cluster.n_gpus),

@@ -47,10 +47,17 @@ class Rule:
     q_big: int = -1  # big while at most this many jobs wait (-1: never)
     grow: tuple[int, int] | None = None  # grow running jobs to this while no job waits
     shrink: bool = False  # while a waiting job does not fit, shrink the largest grown job to small
+    order: str = "arrival"  # which waiting job starts first: a key of ORDERS
+
+    def __post_init__(self) -> None:
+        if self.order not in ORDERS:
+            raise ValueError(f"order: {self.order!r}: expected one of {', '.join(ORDERS)}")
 
     @property
     def name(self) -> str:
         s = f"{self.small[0]}x{self.small[1]}"
+        if self.order != "arrival":
+            s += f" ({self.order} first)"
         if self.q_big >= 0 and self.big != self.small:
             s += f" | {self.big[0]}x{self.big[1]} if <= {self.q_big} waiting"
         if self.grow:
@@ -60,12 +67,24 @@ class Rule:
         return s
 
 
+# Start order of the waiting jobs, from what a job row of the learned policy's observation shows
+# (core._job_row: requested workers, arrival, model size); sorted() is stable, so ties keep arrival
+# order. The learned queue-order policy starts jobs that asked for fewer workers (README).
+ORDERS = {
+    "arrival": None,
+    "fewest workers": lambda j: j.spec.num_workers,
+    "most workers": lambda j: -j.spec.num_workers,
+    "smallest model": lambda j: j.model.param_bytes,
+    "newest": lambda j: -j.spec.arrival_s,
+}
+
 RULES = (
     Rule((2, 4), (2, 4)), Rule((8, 8), (8, 8)), Rule((2, 4), (8, 8), 1), Rule((2, 4), (4, 8), 1),
     Rule((2, 4), (2, 4), grow=(8, 8)), Rule((2, 4), (2, 4), grow=(4, 8)),
     Rule((2, 4), (8, 8), 1, grow=(8, 8)), Rule((1, 2), (1, 2), grow=(8, 8)),
     Rule((2, 4), (2, 4), grow=(8, 8), shrink=True), Rule((2, 4), (2, 4), grow=(4, 8), shrink=True),
     Rule((1, 2), (1, 2), grow=(8, 8), shrink=True), Rule((1, 2), (1, 2), grow=(4, 8), shrink=True),
+    Rule((4, 8), (4, 8)), *(Rule(s, s, order=o) for s in ((4, 8), (8, 8), (2, 4)) for o in ORDERS if o != "arrival"),
 )
 
 
@@ -88,14 +107,18 @@ def rule_episode(env, seed: int, rule: Rule) -> dict:
         waiting = round(u.max_jobs * q / (1 - q))
         a, stuck = end, False
         slots = u.slots()
-        for slot, job in enumerate(slots):
+        key, order = ORDERS[rule.order], range(len(slots))
+        if key:  # running jobs (growth) first in slot order, then the waiting ones by the rule's key
+            order = sorted(order, key=lambda i: (0, 0) if slots[i].status == "running" else (1, key(slots[i])))
+        for slot in order:
+            job = slots[slot]
             if job.status == "running":  # grow (never a resize: that is the shrink below)
-                grow = rule.grow and waiting == 0 and not u._is_shrink(job, *rule.grow)
+                grow = rule.grow and waiting == 0 and not u.is_shrink(job, *rule.grow)
                 k = slot * u.per_job + shapes.index(rule.grow) if grow else -1
             else:
                 want = rule.big if waiting <= rule.q_big else rule.small
                 k = slot * u.per_job + shapes.index(want)
-                stuck = stuck or (not mask[k] and u._proposed(job) == (0, 0))
+                stuck = stuck or (not mask[k] and u.proposed(job) == (0, 0))
             if k >= 0 and mask[k]:
                 a = k
                 grown += job.status == "running"
@@ -103,9 +126,9 @@ def rule_episode(env, seed: int, rule: Rule) -> dict:
         if a == end and stuck and rule.shrink:  # shrink the largest job grown past `small`
             k = shapes.index(rule.small)
             grown_jobs = [i for i, j in enumerate(slots) if j.status == "running"
-                          and u._proposed(j)[1] > rule.small[1] and mask[i * u.per_job + k]]
+                          and u.proposed(j)[1] > rule.small[1] and mask[i * u.per_job + k]]
             if grown_jobs:
-                i = max(grown_jobs, key=lambda i: (u._proposed(slots[i])[1], -i))
+                i = max(grown_jobs, key=lambda i: (u.proposed(slots[i])[1], -i))
                 a, shrunk = i * u.per_job + k, shrunk + 1
         if a == end and not mask[end]:  # work conserving: start a job at the largest shape that fits
             pending = [k for k in np.flatnonzero(mask[:end]) if slots[k // u.per_job].status != "running"]
@@ -174,6 +197,7 @@ def main(argv=None) -> None:
     ap.add_argument("--extra-seeds", type=int, default=4)
     ap.add_argument("--heuristics", default="optimus-oracle,gandiva,optimus")
     ap.add_argument("--rules", type=int, default=len(RULES), help="the first N rules only")
+    ap.add_argument("--match", default="", help="only the rules whose name contains this text")
     ap.add_argument("--no-ablations", action="store_true", help="skip Gandiva's ablations (3)")
     a = ap.parse_args(argv)
     suite, where = load_suite(a.suite)
@@ -190,7 +214,7 @@ def main(argv=None) -> None:
     print(f"{inst.key}: rules in {cfg.env.id}'s action space (grow_running, shrink_running true); "
           f"train {len(train)} runs, test {len(test)} runs (avg JCT s, mean over runs)")
     rows = []
-    for rule in RULES[: a.rules]:
+    for rule in [r for r in RULES[: a.rules] if a.match in r.name]:
         res = {k: [rule_episode(env_for(cfg, sc), s, rule) for sc, s in runs] for k, runs in
                (("train", train), ("test", test))}
         rows.append((rule, res))

@@ -89,7 +89,7 @@ def test_a_shape_action_sizes_a_job_in_one_step_and_only_growth_is_offered():
     round_ = base.decision_index
     env.step(a)
     if base.decision_index == round_:  # the round goes on: proposed, and no second shape
-        assert base._proposed(job) == tuple(SHAPES[k])
+        assert base.proposed(job) == tuple(SHAPES[k])
         assert not base.action_masks()[slot * len(SHAPES) : (slot + 1) * len(SHAPES)].any()
     else:  # nothing else to decide: the round closed with the job running at that shape
         assert (job.num_ps, job.num_workers) == tuple(SHAPES[k]) and job.status == "running"
@@ -106,7 +106,7 @@ def test_shape_mask_is_exactly_what_fits():
         slots = base.slots()
         for slot, job in enumerate(slots):
             for k, (p, w) in enumerate(SHAPES):
-                p0, w0 = base._proposed(job)
+                p0, w0 = base.proposed(job)
                 before = (base._cap.gpu.copy(), {r: list(v) for r, v in base._added.get(job.job_id, {}).items()})
                 grows = p >= p0 and w >= w0 and (p, w) != (p0, w0) and job.job_id not in base._shaped
                 if grows and base._grow(slot, p, w):

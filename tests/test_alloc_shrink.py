@@ -42,7 +42,7 @@ def test_a_running_job_is_shrunk_keeping_its_first_tasks_in_place():
     a = slot * env.per_job + SHAPES.index([2, 4])
     assert env.action_masks()[a]
     env.step(a)
-    assert env._proposed(job) == (2, 4)
+    assert env.proposed(job) == (2, 4)
     assert env._cap_gpus == free_gpu + 4 * job.model.worker.gpu  # the dropped workers' GPUs, for this round
     assert env._end_round().allocate == {job.job_id: (2, 4)}
     *_, info = env.step(env.action_space.n - 1)  # end the round: the engine drops the last tasks
@@ -74,7 +74,7 @@ def test_random_shrinks_run_to_the_end_without_invalid_actions():
         a = int(rng.choice(np.flatnonzero(mask)))
         if a != env.action_space.n - 1:
             slot, k = divmod(a, env.per_job)
-            shrunk += env._is_shrink(env.slots()[slot], *env.shapes[k])
+            shrunk += env.is_shrink(env.slots()[slot], *env.shapes[k])
         _, _, te, tr, info = env.step(a)
         assert not info["invalid_action"]
         if te or tr:

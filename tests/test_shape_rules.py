@@ -5,7 +5,7 @@ import gymnasium as gym
 import pytest
 
 import dlclusterenv  # noqa: F401  (registers the env ids)
-from benchmarks.shape_rules import Rule, rule_episode, _Watch
+from benchmarks.shape_rules import ORDERS, Rule, rule_episode, _Watch
 import baselines
 from dlclusterenv import make_sim
 
@@ -59,3 +59,22 @@ def test_a_shrinking_rule_needs_the_shrink_option_and_shrinks_on_a_loaded_cluste
     grow_only = rule_episode(gym.make("DLClusterAlloc-v0", scenario="gandiva", shrink_running=True, **kw), 0,
                              Rule((2, 4), (2, 4), grow=(4, 8)))
     assert grow_only["shrunk"] == 0 and grow_only["avg_jct_s"] != r["avg_jct_s"]
+
+
+
+def test_each_start_order_changes_a_trace_run_and_an_unknown_order_is_refused():
+    """On the qualifying instance's first train run (7x load: jobs queue, their trace requests
+    differ) every start order gives another avg JCT, and the same rule gives the same run."""
+    from agents.learned import env_for
+    from agents.train import load_config
+    from dlclusterenv.benchmark import instances, load_suite
+
+    suite, where = load_suite("v2")
+    inst = {i.key: i for i in instances(suite, where, say=lambda m: None)}["philly-6c71a0-nov@7x"]
+    cfg = load_config("configs/agents/suite_6c71a0_grow_noprogress.yaml")
+    _, sc, seed = inst.runs("train")[0]
+    jct = {o: rule_episode(env_for(cfg, sc), seed, Rule((2, 4), (2, 4), order=o))["avg_jct_s"] for o in ORDERS}
+    assert len(set(jct.values())) == len(ORDERS)
+    assert rule_episode(env_for(cfg, sc), seed, Rule((2, 4), (2, 4), order="newest"))["avg_jct_s"] == jct["newest"]
+    with pytest.raises(ValueError, match="order: 'shortest'"):
+        Rule((2, 4), (2, 4), order="shortest")

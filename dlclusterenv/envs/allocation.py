@@ -85,8 +85,9 @@ class _ProposalEnv(ClusterEnv):
         """Whether the job runs with p PS and w workers: a worker, and a PS if it uses any."""
         return w >= 1 and (p >= 1 or not job.uses_ps)
 
-    def _proposed(self, job) -> tuple[int, int]:
-        """(p, w) the job would run with if the round ended now."""
+    def proposed(self, job) -> tuple[int, int]:
+        """(p, w) the job would run with if the round ended now; (0, 0) for a job still waiting.
+        Public for scripted policies and analyses (benchmarks/shape_rules.py, learned_suite.py)."""
         p, w = self._base(job)
         add = self._added.get(job.job_id)
         return (p + len(add["ps"]), w + len(add["worker"])) if add else (p, w)
@@ -131,7 +132,7 @@ class _ProposalEnv(ClusterEnv):
             self._dirty.clear()
         for jid in self._cap_jobs:  # only jobs given tasks this round can be at the cap
             i = self._slot_of[jid]
-            if jid in self._added and sum(self._proposed(slots[i])) >= self.max_tasks_per_job:
+            if jid in self._added and sum(self.proposed(slots[i])) >= self.max_tasks_per_job:
                 self._capped.add(i)
             else:
                 self._capped.discard(i)
@@ -211,7 +212,7 @@ class _ProposalEnv(ClusterEnv):
             row[3] = min(max(cap.gpu.item(a) / self._gpus_div[a], 0.0), 1.0)
         for i in jobs:  # a pending job's proposal starts from zero
             job = slots[i]
-            p, w = self._proposed(job)
+            p, w = self.proposed(job)
             view["jobs"][i, 2] = min(p / 16, 1.0)
             view["jobs"][i, 3] = min(w / 32, 1.0)
             self._starting.pop(i, None)
@@ -353,7 +354,7 @@ class AllocationEnv(_ProposalEnv):
         """Add the tasks that take slot's job to (p, w), workers first; all or nothing: the
         (role, node) added, or None with nothing added."""
         job = self.slots()[slot]
-        p0, w0 = self._proposed(job)
+        p0, w0 = self.proposed(job)
         if not job.uses_ps:  # an all-reduce job takes a shape's workers only
             p = p0
         done: list[tuple[str, int]] = []
@@ -391,18 +392,18 @@ class AllocationEnv(_ProposalEnv):
             return
         slot, k = divmod(a, self.per_job)
         job = self.slots()[slot]
-        if self._is_shrink(job, *self.shapes[k]):
+        if self.is_shrink(job, *self.shapes[k]):
             self._shrink(job, *self.shapes[k])
         else:
             self._grow(slot, *self.shapes[k])
         self._shaped.add(job.job_id)
 
-    def _is_shrink(self, job, p: int, w: int) -> bool:
+    def is_shrink(self, job, p: int, w: int) -> bool:
         """Whether (p, w) shrinks a running job (shrink_running): no larger in p and w, not equal
-        (an all-reduce job's p is ignored, as in _grow)."""
+        (an all-reduce job's p is ignored, as in _grow). Public beside `proposed`."""
         if not self.shrink_running or job.status != "running":
             return False
-        p0, w0 = self._proposed(job)
+        p0, w0 = self.proposed(job)
         if not job.uses_ps:
             p = p0
         return p <= p0 and w <= w0 and (p, w) != (p0, w0)
@@ -417,8 +418,8 @@ class AllocationEnv(_ProposalEnv):
         self._shrunk[job.job_id] = (p, w)
         self._changed(job.job_id)
 
-    def _proposed(self, job) -> tuple[int, int]:
-        return self._shrunk.get(job.job_id) or super()._proposed(job)
+    def proposed(self, job) -> tuple[int, int]:
+        return self._shrunk.get(job.job_id) or super().proposed(job)
 
     def _end_round(self) -> Decision:
         d = super()._end_round()
@@ -437,12 +438,12 @@ class AllocationEnv(_ProposalEnv):
                 continue
             add = self._added.get(job.job_id, {"ps": [], "worker": []})
             placed = tuple(self._held_nodes(job))
-            key = (id(job.model), job.uses_ps, self._proposed(job), placed, tuple(add["worker"]),
+            key = (id(job.model), job.uses_ps, self.proposed(job), placed, tuple(add["worker"]),
                    tuple(add["ps"]))
             if key not in probed:
                 probed[key] = self._probe(i, job)
                 if self.shrink_running and job.status == "running":  # a shrink always fits
-                    probed[key] |= [self._is_shrink(job, *s) for s in self.shapes]
+                    probed[key] |= [self.is_shrink(job, *s) for s in self.shapes]
             ok[i] = probed[key]
         return ok
 
@@ -452,7 +453,7 @@ class AllocationEnv(_ProposalEnv):
         workers land alike for every shape with w or more, and the first p PS alike for every
         shape with p or more and the same w: growing one task at a time through the shapes in
         order places far fewer tasks than growing each shape afresh."""
-        p0, w0 = self._proposed(job)
+        p0, w0 = self.proposed(job)
         row = np.zeros(self.per_job, dtype=bool)
         workers: list[tuple[str, int]] = []
         for w in sorted({w for _, w in self.shapes if w >= w0}):
@@ -486,7 +487,7 @@ class AllocationEnv(_ProposalEnv):
         mask[: fits.size] = fits.ravel()
         if self.work_conserving:
             for i, job in enumerate(self.slots()):
-                p, w = self._proposed(job)
+                p, w = self.proposed(job)
                 if self.shapes:  # _runs: an all-reduce job runs without a PS
                     startable = not self._runs(job, p, w) and fits[i].any()
                 else:
