@@ -3,7 +3,8 @@ when a job starts, optionally growing running jobs) beat the suite's constants o
 heuristic, and how do the heuristics that win size jobs?
 
     python benchmarks/shape_rules.py [--instance philly-6c71a0-nov@7x] [--config configs/agents/suite_6c71a0.yaml]
-        [--extra-seeds 4] [--heuristics optimus-oracle,gandiva,optimus]
+        [--extra-seeds 4] [--extra-train-seeds 0] [--heuristics optimus-oracle,gandiva,optimus]
+        [--match RULE ...] [--versus gandiva]
 
 1. Scripted rules through the env of --config (its kwargs, `grow_running` set to true so growth
    is an action), on the instance's train split (as the suite plans it) and its test windows with
@@ -20,6 +21,9 @@ heuristic, and how do the heuristics that win size jobs?
    (`Gandiva(oversubscription=False)`: Algorithm 1's lines 11-12, time-slicing a job onto busy GPUs
    instead of queueing it; packing, migration, grow-shrink), on the same train and test runs: which
    mechanism its lead over the constants comes from.
+Start orders (`Rule.order`): which waiting job a rule starts first, by a key its observation shows
+(requested workers, model size, arrival); --versus HEURISTIC adds each rule's per-run ratio to
+that heuristic on both splits.
 Rules are not tuned on the test split: the table reports both splits, and the rule a train-split
 choice would pick is marked.
 """
@@ -38,6 +42,7 @@ from agents.train import load_config
 from dlclusterenv import make_sim
 from dlclusterenv.api import Decision, Scheduler
 from dlclusterenv.benchmark import Instance, instances, load_suite
+from dlclusterenv.metrics import ci95
 
 
 @dataclass(frozen=True)
@@ -195,9 +200,13 @@ def main(argv=None) -> None:
     ap.add_argument("--config", default="configs/agents/suite_6c71a0.yaml",
                     help="the learned policy's training config: its env is the rules' env")
     ap.add_argument("--extra-seeds", type=int, default=4)
+    ap.add_argument("--extra-train-seeds", type=int, default=0,
+                    help="train runs with this many more seeds per train window (after the suite's)")
     ap.add_argument("--heuristics", default="optimus-oracle,gandiva,optimus")
     ap.add_argument("--rules", type=int, default=len(RULES), help="the first N rules only")
-    ap.add_argument("--match", default="", help="only the rules whose name contains this text")
+    ap.add_argument("--match", action="append", help="only the rules whose name is this (repeatable)")
+    ap.add_argument("--versus", default="", help="a heuristic run on the same train and test runs: "
+                    "each rule's per-run avg JCT ratio to it, mean +- 95%% interval")
     ap.add_argument("--no-ablations", action="store_true", help="skip Gandiva's ablations (3)")
     a = ap.parse_args(argv)
     suite, where = load_suite(a.suite)
@@ -207,22 +216,30 @@ def main(argv=None) -> None:
     inst = found[a.instance]
     cfg = load_config(a.config)
     cfg.env.kwargs.update(grow_running=True, shrink_running=True)
-    train = [(sc, s) for _, sc, s in inst.runs("train")]
+    train = [(sc, s) for _, sc, _ in inst.runs("train")[:: len(inst.entry.train.seeds)]
+             for s in range(min(inst.entry.train.seeds), max(inst.entry.train.seeds) + 1 + a.extra_train_seeds)]
     base = max(inst.entry.test.seeds)
     test = [(sc, s) for _, sc, _ in inst.runs("test")[:: len(inst.entry.test.seeds)]
             for s in range(min(inst.entry.test.seeds), base + 1 + a.extra_seeds)]
     print(f"{inst.key}: rules in {cfg.env.id}'s action space (grow_running, shrink_running true); "
           f"train {len(train)} runs, test {len(test)} runs (avg JCT s, mean over runs)")
     rows = []
-    for rule in [r for r in RULES[: a.rules] if a.match in r.name]:
+    for rule in [r for r in RULES[: a.rules] if not a.match or r.name in a.match]:
         res = {k: [rule_episode(env_for(cfg, sc), s, rule) for sc, s in runs] for k, runs in
                (("train", train), ("test", test))}
         rows.append((rule, res))
+    ref = {k: [make_sim(sc, s).run(baselines.make(a.versus)).summary()["avg_jct_s"] for sc, s in runs]
+           for k, runs in (("train", train), ("test", test))} if a.versus else None
+    if ref:
+        print(f"  {a.versus}: train {np.mean(ref['train']):9,.0f}  test {np.mean(ref['test']):9,.0f}")
     pick = min(rows, key=lambda r: np.mean([x["avg_jct_s"] for x in r[1]["train"]]))[0] if rows else None
     for rule, res in rows:
         tr, te = ([x["avg_jct_s"] for x in res[k]] for k in ("train", "test"))
         fo, gr, sh = (sum(x[c] for split in res.values() for x in split) for c in ("forced", "grown", "shrunk"))
         mark = "  <- best on train" if rule is pick else ""
+        if ref:
+            r = {k: np.array([x["avg_jct_s"] for x in res[k]]) / ref[k] for k in res}
+            mark = "".join(f"  {k} / {a.versus} {v.mean():.3f} +- {ci95(v):.3f}" for k, v in r.items()) + mark
         print(f"  {rule.name:52s} train {np.mean(tr):9,.0f}  test {np.mean(te):9,.0f}  "
               f"forced starts {fo:4d}  growths {gr:4d}  shrinks {sh:4d}{mark}")
     for h in filter(None, a.heuristics.split(",")):
