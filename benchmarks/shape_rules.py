@@ -214,6 +214,9 @@ def main(argv=None) -> None:
     if a.instance not in found:
         raise SystemExit(f"--instance: {a.instance!r} not in suite {suite.name} (it has {', '.join(found)})")
     inst = found[a.instance]
+    unknown = sorted(set(a.match or ()) - {r.name for r in RULES})
+    if unknown:
+        raise SystemExit(f"--match: no rule is named {', '.join(map(repr, unknown))}")
     cfg = load_config(a.config)
     cfg.env.kwargs.update(grow_running=True, shrink_running=True)
     train = [(sc, s) for _, sc, _ in inst.runs("train")[:: len(inst.entry.train.seeds)]
