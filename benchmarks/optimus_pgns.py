@@ -1,4 +1,4 @@
-"""Why Optimus' avg JCT on suite v3's Philly instances (`efficiency: pgns`) is x1.25 of v2's
+"""Why Optimus' avg JCT on suite v3's Philly instances (`efficiency: pgns`) is x1.25-2 of v2's
 (issue 15, branch optpgns9): a diagnosis with counter-experiments; baselines/optimus.py untouched.
 
 Each scheduler runs one run of the instance (scenario, window, seed) twice: with the instance's
@@ -12,15 +12,17 @@ Each scheduler runs one run of the instance (scenario, window, seed) twice: with
   optimus-oracle       the truth for Q_j and for f, f times the true efficiency at w;
   oracle, E-blind      optimus-oracle without that factor: true Q_j and true speed, blind to E.
 Printed per run: avg JCT and queueing; over time (engine intervals, running jobs): workers held,
-the share of them that is goodput (sum w E(w) / sum w, E at the job's phi now) and workers per
-running job; per job, shape changes and moves of a running job (each pauses it for a checkpoint)
-and preemptions. For the instrumented Optimus: mean |ln(predicted / true remaining steps)| of its
-loss fit (and fallback), and the speed fit's error where a job was first given a shape from the fit
-(ln of the fitted f over the f later measured there); both should be small if the estimates are
-not the cause. The E-blind oracle's drop and the E-aware Optimus' recovery show the mechanism.
+the share of held worker-time paused for a checkpoint, the share that is goodput (w E(w), E at the
+job's phi now, outside pauses) and workers per running job; per job, shape changes and moves of a
+running job (each a checkpoint) and preemptions. For the instrumented Optimus: mean
+|ln(predicted / true remaining steps)| of its loss fit and of its fallback (< 3 loss points), and
+the speed fit's error at shapes it predicted from the fit and a job then ran (ln of the fitted f
+over the f measured there). The E-blind oracle measures what the blindness costs with true
+estimates; --draws measures what one draw of the 2% speed-measurement bias does to one run.
 
     PYTHONPATH=. python benchmarks/optimus_pgns.py [--instance philly-103959-oct@1x] [--window 1]
-    PYTHONPATH=. python benchmarks/optimus_pgns.py --suite   # optimus vs E-aware, 16 v3 Philly runs
+    PYTHONPATH=. python benchmarks/optimus_pgns.py --suite   # 4 schedulers, the 16 v3 Philly test runs
+    PYTHONPATH=. python benchmarks/optimus_pgns.py --draws 3 --instance philly [--aware]
 """
 
 from __future__ import annotations
@@ -176,6 +178,7 @@ def main() -> None:
                     help="instead: optimus, E-aware and both oracles on the 16 v3 Philly test runs, geometric means")
     ap.add_argument("--draws", type=int, default=0,
                     help="instead: plain Optimus on the instance's test runs under the shipped bias and N redraws")
+    ap.add_argument("--aware", action="store_true", help="with --draws: the E-aware Optimus, under pgns only")
     a = ap.parse_args()
     suite, where = load_suite("v3")
     insts = {i.key: i for i in instances(suite, where, say=lambda m: None)}
@@ -186,12 +189,12 @@ def main() -> None:
         logs: dict[tuple[str, int], list[float]] = {}
         for key in keys:
             for window, sc, seed in insts[key].runs("test"):
-                for eff in ("pgns", "none"):
+                for eff in ("pgns",) if a.aware else ("pgns", "none"):  # under none E-aware is Optimus
                     got = []
                     for k in range(a.draws + 1):
                         jobs.Job.draw_bias = bias_stream(k) if k else shipped
                         try:
-                            r = run(sc.model_copy(update={"efficiency": eff}), seed, LoggedOptimus())
+                            r = run(sc.model_copy(update={"efficiency": eff}), seed, LoggedOptimus(aware=a.aware))
                         finally:
                             jobs.Job.draw_bias = shipped
                         got.append(r["jct"])
