@@ -128,3 +128,19 @@ def test_the_grow_noprogress_config_is_the_grow_config_without_progress_columns(
     assert nop.env.kwargs == {**grow.env.kwargs, "job_progress": False}
     assert (nop.total_timesteps, grow.total_timesteps) == (40960, 50000)
     assert nop.model_dump(exclude={"env", "total_timesteps"}) == grow.model_dump(exclude={"env", "total_timesteps"})
+
+
+def test_the_order_config_fixes_the_train_tuned_shape_so_only_the_start_order_is_learned():
+    """configs/agents/suite_6c71a0_order.yaml: the grow / no-progress config with one shape, the
+    train-tuned constant's (8x8, `fixed-8x8` on the train split), and no resizing; its env offers
+    a start per waiting job that fits and, while one fits, no end of the round."""
+    shared_file("traces", "philly_jobs.csv")
+    order, nop = (load_config(f"configs/agents/{n}.yaml") for n in ("suite_6c71a0_order", "suite_6c71a0_grow_noprogress"))
+    assert order.env.kwargs == {**nop.env.kwargs, "shapes": [[8, 8]], "grow_running": False}
+    assert order.model_dump(exclude={"env"}) == nop.model_dump(exclude={"env"})
+    env = make_vec(order, order.seed).envs[0].unwrapped
+    env.reset(seed=0)
+    assert env.action_space.n == env.max_jobs + 1
+    mask = env.action_masks()
+    waiting = [i for i, j in enumerate(env.slots()) if j.status != "running"]
+    assert waiting and mask[waiting].all() and not mask[-1]
