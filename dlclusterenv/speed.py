@@ -37,7 +37,7 @@ import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import accumulate, compress, count, repeat
-from operator import attrgetter, is_, is_not
+from operator import attrgetter, is_
 from pathlib import Path
 
 import numpy as np
@@ -152,10 +152,11 @@ def gpu_compute_s(model: ModelSpec, gpu_type: str, name: str = "?") -> float:
 _N_CONSTS = SHARE + 1
 
 
-@dataclass
+@dataclass(eq=False)
 class JobPlan:
     """What a job's speed depends on besides its neighbours, cached on the job until one of its
-    tasks moves or its limits change (Simulator invalidates `job.plan`)."""
+    tasks moves or its limits change (Simulator invalidates `job.plan`). Compared by identity
+    (eq=False), so that lists of plans compare at C speed (PlanStack.update)."""
 
     task_ids: list[str]  # PS first, then workers
     task_node: np.ndarray
@@ -214,6 +215,22 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
 _PLAN = attrgetter("plan")
 
 
+def _common(x: list, y: list, n: int, tail: bool) -> int:
+    """How many plans, up to n, lists x and y share at their head (or tail): a bisection over
+    slice comparisons, each an identity check per element in C (JobPlan compares by identity),
+    about n element checks in all instead of a Python-level call per element."""
+    lo, hi = 0, n  # x and y share lo plans; they share no more than hi
+    nx, ny = len(x), len(y)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        same = x[nx - mid : nx - lo] == y[ny - mid : ny - lo] if tail else x[lo:mid] == y[lo:mid]
+        if same:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 class PlanStack:
     """The running jobs' plan arrays concatenated in job order, kept between calls of
     `compute_rates`: when a few jobs started, ended or moved in a long list, only the run of jobs
@@ -244,12 +261,12 @@ class PlanStack:
 
     def update(self, plans: list[JobPlan]) -> "PlanStack":
         old, n_old, n_new = self.plans, len(self.plans), len(plans)
-        n_min = min(n_old, n_new)
-        # the common head and tail (first plans that differ, found at C speed)
-        a = next(compress(count(), map(is_not, old, plans)), n_min)
-        b = min(next(compress(count(), map(is_not, reversed(old), reversed(plans))), n_min), n_min - a)
-        if a == n_old == n_new:
+        if n_old == n_new and old == plans:  # the same plans (identity, at C speed)
             return self
+        n_min = min(n_old, n_new)
+        # the common head and tail (first plans that differ, from either end)
+        a = _common(old, plans, n_min, False)
+        b = _common(old, plans, n_min - a, True)
         if 2 * (n_new - a - b) > n_new:  # most changed: gather them all
             self.plans, self._ends = list(plans), {}
             self.consts = np.array([p.consts for p in plans], dtype=float).reshape(n_new, _N_CONSTS)
@@ -367,8 +384,9 @@ def compute_rates(
         return Rates([], e, e, e, e, np.zeros(n_link), np.zeros(n), np.zeros(cluster.n_gpus, bool), [], np.zeros(0),
                      np.zeros((0, _N_CONSTS)), (0.0, 0.0, 0.0))
     plans = list(map(_PLAN, jobs))  # the cached plans, gathered at C speed; then the missing
-    for i in compress(count(), map(is_, plans, repeat(None))):
-        plans[i] = job_plan(cluster, jobs[i])
+    if None in plans:  # an identity scan in C (JobPlan compares by identity)
+        for i in compress(count(), map(is_, plans, repeat(None))):
+            plans[i] = job_plan(cluster, jobs[i])
     st = (stack or PlanStack()).update(plans)
     arr, k = st.arrays, st.consts
     # One compiled pass (_kernels.rates) over the stacked plans does the model's arithmetic, in the
