@@ -36,7 +36,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import accumulate, compress, count, repeat
+from itertools import compress, count, repeat
 from operator import attrgetter, is_
 from pathlib import Path
 
@@ -248,16 +248,20 @@ class PlanStack:
         self.plans: list[JobPlan] = []
         self.consts = np.zeros((0, _N_CONSTS))
         self.arrays: dict[str, np.ndarray] = {}
-        self.entry_counts = np.zeros(0, np.int64)  # (job, link) entries per job
-        self._ends: dict[str, np.ndarray] = {}  # per kind of row: 0, then each job's end
+        # rows per job of each kind, one row per kind (FIELDS' order): spliced as `consts` is, so
+        # that a splice finds its bounds in one cumsum instead of keeping three ends arrays
+        self.counts = np.zeros((len(self.FIELDS), 0), np.int64)
+        self.entry_counts = self.counts[2]  # (job, link) entries per job (a contiguous row)
+
+    @classmethod
+    def _counts(cls, plans: list[JobPlan]) -> np.ndarray:
+        return np.array([[len(getattr(p, fields[0])) for p in plans] for fields in cls.FIELDS.values()],
+                        dtype=np.int64).reshape(len(cls.FIELDS), len(plans))
 
     def ends(self, kind: str) -> np.ndarray:
-        """Where each job's rows of a kind ("task", "worker", "entry") end, after a leading 0;
-        found when first needed (a splice), then kept by the splices."""
-        if kind not in self._ends:
-            sizes = [len(getattr(p, self.FIELDS[kind][0])) for p in self.plans]
-            self._ends[kind] = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
-        return self._ends[kind]
+        """Where each job's rows of a kind ("task", "worker", "entry") end, after a leading 0."""
+        k = list(self.FIELDS).index(kind)
+        return np.concatenate([[0], np.cumsum(self.counts[k], dtype=np.int64)])
 
     def update(self, plans: list[JobPlan]) -> "PlanStack":
         old, n_old, n_new = self.plans, len(self.plans), len(plans)
@@ -268,30 +272,31 @@ class PlanStack:
         a = _common(old, plans, n_min, False)
         b = _common(old, plans, n_min - a, True)
         if 2 * (n_new - a - b) > n_new:  # most changed: gather them all
-            self.plans, self._ends = list(plans), {}
+            self.plans = list(plans)
             self.consts = np.array([p.consts for p in plans], dtype=float).reshape(n_new, _N_CONSTS)
             for f in (f for fs in self.FIELDS.values() for f in fs):
                 self.arrays[f] = np.concatenate([getattr(p, f) for p in plans])
-            self.entry_counts = np.array([len(p.links) for p in plans], dtype=np.int64)
+            self.counts = self._counts(plans)
+            self.entry_counts = self.counts[2]
             return self
         mid = plans[a : n_new - b]
         cut = n_old - b  # old plans [a, cut) are replaced by `mid`
+        ends = self.counts.cumsum(axis=1)  # each kind's row where each old job ends
+        lo = ends[:, a - 1].tolist() if a else [0] * len(self.FIELDS)
+        hi = ends[:, cut - 1].tolist() if cut else [0] * len(self.FIELDS)
         if mid:
             self.consts = np.concatenate([self.consts[:a], np.array([p.consts for p in mid], dtype=float)
                                           .reshape(len(mid), _N_CONSTS), self.consts[cut:]])
+            self.counts = np.concatenate([self.counts[:, :a], self._counts(mid), self.counts[:, cut:]], axis=1)
         else:  # jobs left, none came
             self.consts = np.concatenate([self.consts[:a], self.consts[cut:]])
-        ends = {kind: self.ends(kind) for kind in self.FIELDS}
-        for kind, fields in self.FIELDS.items():
-            e = ends[kind]
-            lo, hi = int(e[a]), int(e[cut])
+            self.counts = np.concatenate([self.counts[:, :a], self.counts[:, cut:]], axis=1)
+        for fields, l, h in zip(self.FIELDS.values(), lo, hi):
             for f in fields:
                 arr = self.arrays[f]
-                self.arrays[f] = np.concatenate([arr[:lo], *(getattr(p, f) for p in mid), arr[hi:]])
-            mid_ends = list(accumulate((len(getattr(p, fields[0])) for p in mid), initial=lo))
-            self._ends[kind] = np.concatenate([e[:a], mid_ends, e[cut + 1 :] + (mid_ends[-1] - hi)])
+                self.arrays[f] = np.concatenate([arr[:l], *(getattr(p, f) for p in mid), arr[h:]])
         self.plans = list(plans)
-        self.entry_counts = np.diff(self._ends["entry"])
+        self.entry_counts = self.counts[2]
         return self
 
 
