@@ -37,7 +37,7 @@ import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import compress, count, repeat
-from operator import attrgetter, is_
+from operator import attrgetter, is_, lt
 from pathlib import Path
 
 import numpy as np
@@ -187,10 +187,17 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
         # each link once, in link order, with its entries' bytes and flows summed in their order
         # (np.unique's result, made in Python for a job's few entries)
         entries = comm.links.tolist()
-        links = sorted(set(entries))
-        pos = {link: i for i, link in enumerate(links)}
-        inv = [pos[link] for link in entries]
-        links = np.array(links, dtype=np.int64)
+        if entries and all(map(lt, entries, entries[1:])):  # each link once, in order (a read)
+            # bincount's sums of one entry each, 0.0 + x, are these additions (same bits); with no
+            # entries bincount's result is int64, left to it
+            links, nbytes, flows = comm.links, comm.nbytes + 0.0, comm.flows + 0.0
+        else:
+            links = sorted(set(entries))
+            pos = {link: i for i, link in enumerate(links)}
+            inv = [pos[link] for link in entries]
+            links = np.array(links, dtype=np.int64)
+            nbytes = np.bincount(inv, weights=comm.nbytes, minlength=len(links))
+            flows = np.bincount(inv, weights=comm.flows, minlength=len(links))
         job.plan = JobPlan(
             task_ids=[t.task_id for t in ps + ws],
             task_node=np.concatenate([ps_nodes, w_nodes]),
@@ -201,8 +208,8 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
             w_compute=np.array([gpu_compute_s(m, cluster.node_gpu_type[t.node], job.spec.model)
                                 if on_gpu else m.step_compute_s for t in ws], dtype=float),
             links=links,
-            nbytes=np.bincount(inv, weights=comm.nbytes, minlength=len(links)),
-            flows=np.bincount(inv, weights=comm.flows, minlength=len(links)),
+            nbytes=nbytes,
+            flows=flows,
             consts=(len(ps), len(ws), float(m.sync), m.step_overhead_s, m.ps_update_s, m.ps.cpu,
                     m.gpu_util, (m.cpu_max or m.worker.cpu) if m.compute_on == "cpu" else 0.0,
                     comm.task_time, comm.messages, m.overlap, m.overlap_max, every,
