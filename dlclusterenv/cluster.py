@@ -80,6 +80,15 @@ class Cluster:
             object.__setattr__(self, "_idx", idx)
         return idx
 
+    def core_memory_sums(self) -> tuple[np.float64, np.float64]:
+        """np.sum of the cores and of the memory, found once (the arrays are frozen): every job
+        that starts reads them for its dominant share (Job.placed_dominant_share)."""
+        sums = self.__dict__.get("_sums")
+        if sums is None:
+            sums = (self.cpus.sum(), self.memory.sum())
+            object.__setattr__(self, "_sums", sums)
+        return sums
+
     def totals(self) -> dict[str, float]:
         return {
             "cpu": float(self.cpus.sum()),

@@ -419,9 +419,10 @@ class Job:
             return 0.0
         nps = sum(1 for t in placed if t.role == "ps")
         nw = len(placed) - nps
+        cores, memory = c.core_memory_sums()
         shares = [
-            (nps * m.ps.cpu + nw * m.worker.cpu) / c.cpus.sum(),
-            (nps * m.ps.mem_gb + nw * m.worker.mem_gb) / c.memory.sum(),
+            (nps * m.ps.cpu + nw * m.worker.cpu) / cores,
+            (nps * m.ps.mem_gb + nw * m.worker.mem_gb) / memory,
         ]
         if c.n_gpus:
             shares.append(nw * m.worker.gpu / c.n_gpus)

@@ -89,15 +89,17 @@ class _Epoch:
         self.eff = [(jobs[k], float(self.speed[k])) for k in self.observed if eff[k]] if any(eff) else []
         # what each event reads of the jobs in `ends`: their rows, work to do (fixed per job), speeds
         led = sim._ledger
-        self.end_rows = self.rows[self.ends]
+        every = len(self.ends) == len(jobs)  # `ends` is every position: the gathers are the arrays
+        self.end_rows = self.rows if every else self.rows[self.ends]
         self.end_total = led.total[self.end_rows]
-        self.end_speed = self.speed[self.ends]
+        self.end_speed = self.speed if every else self.speed[self.ends]
         self.running = running  # paused ones too
         # `jobs` are the awake ones of `running`, in its order: the same list when none sleeps
         all_awake = len(running) == len(jobs)
         self.rows_running = self.rows if all_awake else np.array([j.row for j in running], np.int64)
         # a running job is done once its work reaches this (_finish_due)
-        self.done_at = led.total[self.rows_running] * (1 - 1e-12) - EPS
+        total = self.end_total if every and all_awake else led.total[self.rows_running]
+        self.done_at = total * (1 - 1e-12) - EPS
         awake = sim.now + EPS
         self.paused = [] if all_awake else [j for j in running if j.paused_until > awake]
         hold = sim._holding

@@ -36,8 +36,8 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import accumulate, compress, count, repeat
-from operator import attrgetter, is_, is_not
+from itertools import compress, count, repeat
+from operator import attrgetter, is_, lt
 from pathlib import Path
 
 import numpy as np
@@ -152,10 +152,11 @@ def gpu_compute_s(model: ModelSpec, gpu_type: str, name: str = "?") -> float:
 _N_CONSTS = SHARE + 1
 
 
-@dataclass
+@dataclass(eq=False)
 class JobPlan:
     """What a job's speed depends on besides its neighbours, cached on the job until one of its
-    tasks moves or its limits change (Simulator invalidates `job.plan`)."""
+    tasks moves or its limits change (Simulator invalidates `job.plan`). Compared by identity
+    (eq=False), so that lists of plans compare at C speed (PlanStack.update)."""
 
     task_ids: list[str]  # PS first, then workers
     task_node: np.ndarray
@@ -186,10 +187,17 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
         # each link once, in link order, with its entries' bytes and flows summed in their order
         # (np.unique's result, made in Python for a job's few entries)
         entries = comm.links.tolist()
-        links = sorted(set(entries))
-        pos = {link: i for i, link in enumerate(links)}
-        inv = [pos[link] for link in entries]
-        links = np.array(links, dtype=np.int64)
+        if entries and all(map(lt, entries, entries[1:])):  # each link once, in order (a read)
+            # bincount's sums of one entry each, 0.0 + x, are these additions (same bits); with no
+            # entries bincount's result is int64, left to it
+            links, nbytes, flows = comm.links, comm.nbytes + 0.0, comm.flows + 0.0
+        else:
+            links = sorted(set(entries))
+            pos = {link: i for i, link in enumerate(links)}
+            inv = [pos[link] for link in entries]
+            links = np.array(links, dtype=np.int64)
+            nbytes = np.bincount(inv, weights=comm.nbytes, minlength=len(links))
+            flows = np.bincount(inv, weights=comm.flows, minlength=len(links))
         job.plan = JobPlan(
             task_ids=[t.task_id for t in ps + ws],
             task_node=np.concatenate([ps_nodes, w_nodes]),
@@ -200,8 +208,8 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
             w_compute=np.array([gpu_compute_s(m, cluster.node_gpu_type[t.node], job.spec.model)
                                 if on_gpu else m.step_compute_s for t in ws], dtype=float),
             links=links,
-            nbytes=np.bincount(inv, weights=comm.nbytes, minlength=len(links)),
-            flows=np.bincount(inv, weights=comm.flows, minlength=len(links)),
+            nbytes=nbytes,
+            flows=flows,
             consts=(len(ps), len(ws), float(m.sync), m.step_overhead_s, m.ps_update_s, m.ps.cpu,
                     m.gpu_util, (m.cpu_max or m.worker.cpu) if m.compute_on == "cpu" else 0.0,
                     comm.task_time, comm.messages, m.overlap, m.overlap_max, every,
@@ -212,6 +220,22 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
 
 
 _PLAN = attrgetter("plan")
+
+
+def _common(x: list, y: list, n: int, tail: bool) -> int:
+    """How many plans, up to n, lists x and y share at their head (or tail): a bisection over
+    slice comparisons, each an identity check per element in C (JobPlan compares by identity),
+    about n element checks in all instead of a Python-level call per element."""
+    lo, hi = 0, n  # x and y share lo plans; they share no more than hi
+    nx, ny = len(x), len(y)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        same = x[nx - mid : nx - lo] == y[ny - mid : ny - lo] if tail else x[lo:mid] == y[lo:mid]
+        if same:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 class PlanStack:
@@ -231,50 +255,55 @@ class PlanStack:
         self.plans: list[JobPlan] = []
         self.consts = np.zeros((0, _N_CONSTS))
         self.arrays: dict[str, np.ndarray] = {}
-        self.entry_counts = np.zeros(0, np.int64)  # (job, link) entries per job
-        self._ends: dict[str, np.ndarray] = {}  # per kind of row: 0, then each job's end
+        # rows per job of each kind, one row per kind (FIELDS' order): spliced as `consts` is, so
+        # that a splice finds its bounds in one cumsum instead of keeping three ends arrays
+        self.counts = np.zeros((len(self.FIELDS), 0), np.int64)
+        self.entry_counts = self.counts[2]  # (job, link) entries per job (a contiguous row)
+
+    @classmethod
+    def _counts(cls, plans: list[JobPlan]) -> np.ndarray:
+        return np.array([[len(getattr(p, fields[0])) for p in plans] for fields in cls.FIELDS.values()],
+                        dtype=np.int64).reshape(len(cls.FIELDS), len(plans))
 
     def ends(self, kind: str) -> np.ndarray:
-        """Where each job's rows of a kind ("task", "worker", "entry") end, after a leading 0;
-        found when first needed (a splice), then kept by the splices."""
-        if kind not in self._ends:
-            sizes = [len(getattr(p, self.FIELDS[kind][0])) for p in self.plans]
-            self._ends[kind] = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
-        return self._ends[kind]
+        """Where each job's rows of a kind ("task", "worker", "entry") end, after a leading 0."""
+        k = list(self.FIELDS).index(kind)
+        return np.concatenate([[0], np.cumsum(self.counts[k], dtype=np.int64)])
 
     def update(self, plans: list[JobPlan]) -> "PlanStack":
         old, n_old, n_new = self.plans, len(self.plans), len(plans)
-        n_min = min(n_old, n_new)
-        # the common head and tail (first plans that differ, found at C speed)
-        a = next(compress(count(), map(is_not, old, plans)), n_min)
-        b = min(next(compress(count(), map(is_not, reversed(old), reversed(plans))), n_min), n_min - a)
-        if a == n_old == n_new:
+        if n_old == n_new and old == plans:  # the same plans (identity, at C speed)
             return self
+        n_min = min(n_old, n_new)
+        # the common head and tail (first plans that differ, from either end)
+        a = _common(old, plans, n_min, False)
+        b = _common(old, plans, n_min - a, True)
         if 2 * (n_new - a - b) > n_new:  # most changed: gather them all
-            self.plans, self._ends = list(plans), {}
+            self.plans = list(plans)
             self.consts = np.array([p.consts for p in plans], dtype=float).reshape(n_new, _N_CONSTS)
             for f in (f for fs in self.FIELDS.values() for f in fs):
                 self.arrays[f] = np.concatenate([getattr(p, f) for p in plans])
-            self.entry_counts = np.array([len(p.links) for p in plans], dtype=np.int64)
+            self.counts = self._counts(plans)
+            self.entry_counts = self.counts[2]
             return self
         mid = plans[a : n_new - b]
         cut = n_old - b  # old plans [a, cut) are replaced by `mid`
+        ends = self.counts.cumsum(axis=1)  # each kind's row where each old job ends
+        lo = ends[:, a - 1].tolist() if a else [0] * len(self.FIELDS)
+        hi = ends[:, cut - 1].tolist() if cut else [0] * len(self.FIELDS)
         if mid:
             self.consts = np.concatenate([self.consts[:a], np.array([p.consts for p in mid], dtype=float)
                                           .reshape(len(mid), _N_CONSTS), self.consts[cut:]])
+            self.counts = np.concatenate([self.counts[:, :a], self._counts(mid), self.counts[:, cut:]], axis=1)
         else:  # jobs left, none came
             self.consts = np.concatenate([self.consts[:a], self.consts[cut:]])
-        ends = {kind: self.ends(kind) for kind in self.FIELDS}
-        for kind, fields in self.FIELDS.items():
-            e = ends[kind]
-            lo, hi = int(e[a]), int(e[cut])
+            self.counts = np.concatenate([self.counts[:, :a], self.counts[:, cut:]], axis=1)
+        for fields, l, h in zip(self.FIELDS.values(), lo, hi):
             for f in fields:
                 arr = self.arrays[f]
-                self.arrays[f] = np.concatenate([arr[:lo], *(getattr(p, f) for p in mid), arr[hi:]])
-            mid_ends = list(accumulate((len(getattr(p, fields[0])) for p in mid), initial=lo))
-            self._ends[kind] = np.concatenate([e[:a], mid_ends, e[cut + 1 :] + (mid_ends[-1] - hi)])
+                self.arrays[f] = np.concatenate([arr[:l], *(getattr(p, f) for p in mid), arr[h:]])
         self.plans = list(plans)
-        self.entry_counts = np.diff(self._ends["entry"])
+        self.entry_counts = self.counts[2]
         return self
 
 
@@ -367,8 +396,9 @@ def compute_rates(
         return Rates([], e, e, e, e, np.zeros(n_link), np.zeros(n), np.zeros(cluster.n_gpus, bool), [], np.zeros(0),
                      np.zeros((0, _N_CONSTS)), (0.0, 0.0, 0.0))
     plans = list(map(_PLAN, jobs))  # the cached plans, gathered at C speed; then the missing
-    for i in compress(count(), map(is_, plans, repeat(None))):
-        plans[i] = job_plan(cluster, jobs[i])
+    if None in plans:  # an identity scan in C (JobPlan compares by identity)
+        for i in compress(count(), map(is_, plans, repeat(None))):
+            plans[i] = job_plan(cluster, jobs[i])
     st = (stack or PlanStack()).update(plans)
     arr, k = st.arrays, st.consts
     # One compiled pass (_kernels.rates) over the stacked plans does the model's arithmetic, in the

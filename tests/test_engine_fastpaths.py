@@ -195,3 +195,45 @@ def test_async_jobs_on_contended_nodes_and_alone_match_be98cdb(case, tmp_path):
         w["num_workers"] = (2, 4)
     w["comm"] = comm
     assert _run(sc, policy) == ASYNC[case]
+
+
+@needs_philly
+def test_plans_with_one_entry_per_link_as_np_unique_on_philly():
+    """A plan whose entries are already one per link, in order (a one-worker job's input read:
+    most trace jobs), is taken as it is (branch eng9); its links, sums and dtypes are np.unique's
+    and bincount's, checked on every running job of the all-VC day's first decision points."""
+    sc = load_scenario("philly")[0].model_dump()
+    sc["workload"]["trace"].update(vc=None, start="2017-10-01", end="2017-10-02")
+    sim = dlclusterenv.make_sim(sc, 0)
+    fifo = baselines.make("fifo")
+    fifo.reset(0)
+    taken = checked = 0
+    for _ in range(60):
+        sim.decide(fifo)
+        sim.advance()
+        for job in sim.running_jobs():
+            plan = job_plan(sim.cluster, job)
+            m = job.model
+            ps = np.array([t.node for t in job.ps_tasks()], dtype=np.int64)
+            ws = np.array([t.node for t in job.worker_tasks()], dtype=np.int64)
+            comm = pattern(m, job.spec.comm).plan(sim.cluster, m, job.spec.shard_nodes, ps, ws,
+                                                  job.spec.exchange_every)
+            entries = comm.links.tolist()
+            taken += bool(entries) and entries == sorted(set(entries))
+            links, inv = np.unique(comm.links, return_inverse=True)
+            for got, want in ((plan.links, links),
+                              (plan.nbytes, np.bincount(inv, weights=comm.nbytes, minlength=len(links))),
+                              (plan.flows, np.bincount(inv, weights=comm.flows, minlength=len(links)))):
+                assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+            checked += 1
+    assert taken >= 100 and checked >= taken
+
+
+def test_core_memory_sums_are_the_arrays_sums():
+    """Cluster.core_memory_sums (read for every dominant share) are np.sum's, bit for bit, and
+    kept."""
+    c = dlclusterenv.make_sim("default", 0).cluster
+    cores, memory = c.core_memory_sums()
+    assert type(cores) is type(c.cpus.sum()) and cores.tobytes() == c.cpus.sum().tobytes()
+    assert memory.tobytes() == c.memory.sum().tobytes()
+    assert c.core_memory_sums()[0] is cores
