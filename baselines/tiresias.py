@@ -137,7 +137,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from itertools import accumulate, repeat
+from itertools import repeat
 from operator import attrgetter
 from dataclasses import dataclass
 from typing import Callable, Iterable
@@ -581,6 +581,7 @@ class Tiresias(Scheduler):
             ordered, okeys = [running[ids[i]] for i in order], [rkeys[i] for i in order]
         admission = Admission(
             view, ordered, key, self.placer, lambda j: self.servers(view, j), okeys, self._worder,
+            kept=True,
         )
         state = admission.state()
         if state == self._failed[0]:  # nothing a walk sees changed since the last decision
@@ -840,7 +841,8 @@ class Admission:
     `running` is in priority order, `key` orders any job by priority; `servers(job)`, when given,
     is the most servers the job's workers may be placed on (Tiresias: a sensitive job must be
     consolidated; None: any), and a placement on more counts as not fitting; `keys`, when given,
-    are the running jobs' keys (else made with `key` when first needed).
+    are the running jobs' keys (else made with `key` when first needed); `kept`: every running
+    job is a _Running record (Tiresias' own), not a view.
 
     Failures are remembered (issue 13): the workers of a job are placed first, so where they go
     depends only on their demand, their number and the free resources, and a later job's walk
@@ -854,7 +856,7 @@ class Admission:
     def __init__(
         self, view: ClusterView, running: list[JobView], key: Callable, placer,
         servers: Callable | None = None, keys: list | None = None,
-        order: WorkerOrder | None = None,
+        order: WorkerOrder | None = None, kept: bool = False,
     ):
         self.cluster, self.cap, self.placer = view.cluster, Capacity.of(view), placer
         self.running, self.key = running, key
@@ -872,9 +874,10 @@ class Admission:
         self.d = Decision()
         # id -> (view, its tasks' nodes in the view's order) of the jobs this round starts
         self.started: dict[str, tuple[JobView, tuple[int, ...]]] = {}
-        # (GPUs held by and count of the running jobs not preempted, from k on)
+        # (GPUs held by each running job, 0 if preempted; the preempted ones' positions)
         self._suffix = None
-        self._views = bool(set(map(type, running)) - {_Running})  # views, not kept records
+        # views, not kept records (`kept`: the caller's are all _Running, no check per job)
+        self._views = not kept and bool(set(map(type, running)) - {_Running})
         self._keys = keys  # the running jobs' keys (ascending: they are in order), or None
         self._gone: set[str] = set()  # the victims' ids
         self.failed = _Failed()
@@ -904,18 +907,18 @@ class Admission:
     def _lower(self, key) -> tuple[int, int]:
         """(GPUs held, count) of the running jobs not preempted yet whose priority is below
         `key`."""
-        if self._suffix is None:  # suffix sums, from the end (itertools.accumulate)
-            gone, running = self._gone, self.running
+        if self._suffix is None:  # GPUs held per running job (0: preempted), the preempted
+            gone, running = self._gone, self.running  # ones' positions
             held = list(map(_held, running) if self._views else map(_HELD, running))
-            alive = [1] * len(held)
+            dead = []
             for i, r in enumerate(running) if gone else ():
                 if r.job_id in gone:
-                    held[i] = alive[i] = 0
-            self._suffix = (list(accumulate(reversed(held), initial=0))[::-1],
-                            list(accumulate(reversed(alive), initial=0))[::-1])
-        gpus, count = self._suffix
-        i = self._below(key)
-        return gpus[i], count[i]
+                    held[i] = 0
+                    dead.append(i)
+            self._suffix = (held, dead)
+        held, dead = self._suffix  # (a sum of a slice: about one suffix-sum pass per round
+        i = self._below(key)  # asks for one or two of them; whole numbers, so exact)
+        return sum(held[i:]), len(held) - i - (len(dead) - bisect.bisect_left(dead, i))
 
     def _below(self, key) -> int:
         """Where the running jobs of lower priority than `key` start in `running`."""
@@ -931,7 +934,8 @@ class Admission:
     def refused(self, workers: tuple, key) -> bool:
         """Whether jobs with these workers (`_workers`) failed on them alone at every state a job
         of priority `key` would see in its walk."""
-        return self.failed.walks.get(workers, -1) >= self._lower(key)[1]
+        depth = self.failed.walks.get(workers)  # (no walk failed: nothing to count)
+        return depth is not None and depth >= self._lower(key)[1]
 
     def _release(self, job: JobView, sign: int) -> None:
         if self._exact is not False and not _whole_tasks(job):
