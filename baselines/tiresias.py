@@ -876,6 +876,7 @@ class Admission:
         self.started: dict[str, tuple[JobView, tuple[int, ...]]] = {}
         # (GPUs held by each running job, 0 if preempted; the preempted ones' positions)
         self._suffix = None
+        self._free: int | None = None  # free_gpus(), while no job started since it was counted
         # views, not kept records (`kept`: the caller's are all _Running, no check per job)
         self._views = not kept and bool(set(map(type, running)) - {_Running})
         self._keys = keys  # the running jobs' keys (ascending: they are in order), or None
@@ -902,7 +903,12 @@ class Admission:
                 tuple(map(_SIG, self.running)))
 
     def free_gpus(self) -> int:
-        return int(self.cap.gpu.sum())
+        """The free GPUs, counted once per start: a start that fails leaves the GPUs as they
+        were (whole-number charges and releases undone exactly), so only a job that starts
+        changes them (`start`)."""
+        if self._free is None:
+            self._free = int(self.cap.gpu.sum())
+        return self._free
 
     def _lower(self, key) -> tuple[int, int]:
         """(GPUs held, count) of the running jobs not preempted yet whose priority is below
@@ -1134,6 +1140,7 @@ class Admission:
         add_placement(self.d, job.job_id, *got)
         self.started[job.job_id] = (job, (*got[0], *got[1]))  # its tasks' nodes: PS, workers
         self.failed = _Failed()  # resources changed: what failed may fit now
+        self._free = None
         return True
 
     def decision(self) -> Decision:
