@@ -131,6 +131,13 @@ one that holds some but not all of them; tested against orders made anew at ever
 random walks): it ends as the walk would (the failure remembered for its workers). Decisions
 unchanged (decision_log.py logs byte-equal to main's: LAS and 2D-Gittins on `default` seeds
 0-2, the Philly 1-VC week, the all-VC day and all VCs 2017-10-01..04).
+Issue 14, branch tires9: 2D-Gittins ranked every running job at every decision point with ~7
+numpy calls per index (83% of its decision); the indices a decision point needs are now made in
+one compiled call (`gittins_indices`: numba, numpy's float operations and pairwise sum, bit for
+bit; tests/test_tiresias_cost.py keeps numpy's formula as the oracle). Admission counts the
+running jobs below a key as a sum over a kept per-job list (no suffix-sum pass per round),
+counts free GPUs once per start, and skips its per-job type check for Tiresias' own records.
+Decisions unchanged (decision_log.py logs byte-equal to main's, the same runs as above).
 """
 
 from __future__ import annotations
