@@ -131,19 +131,27 @@ one that holds some but not all of them; tested against orders made anew at ever
 random walks): it ends as the walk would (the failure remembered for its workers). Decisions
 unchanged (decision_log.py logs byte-equal to main's: LAS and 2D-Gittins on `default` seeds
 0-2, the Philly 1-VC week, the all-VC day and all VCs 2017-10-01..04).
+Issue 14, branch tires9: 2D-Gittins ranked every running job at every decision point with ~7
+numpy calls per index (83% of its decision); the indices a decision point needs are now made in
+one compiled call (`gittins_indices`: numba, numpy's float operations and pairwise sum, bit for
+bit; tests/test_tiresias_cost.py keeps numpy's formula as the oracle). Admission counts the
+running jobs below a key as a sum over a kept per-job list (no suffix-sum pass per round),
+counts free GPUs once per start, and skips its per-job type check for Tiresias' own records.
+Decisions unchanged (decision_log.py logs byte-equal to main's, the same runs as above).
 """
 
 from __future__ import annotations
 
 import bisect
 import math
-from itertools import accumulate, repeat
+from itertools import repeat
 from operator import attrgetter
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import numpy as np
 
+from dlclusterenv._kernels import _jit, pairwise_sum
 from dlclusterenv.api import ClusterView, Decision, JobView, Scheduler
 from dlclusterenv.placers import (
     Capacity, WorkerOrder, add_placement, get_placer, integral, place_job,
@@ -328,14 +336,47 @@ def _workers(job: JobView, servers: int | None) -> tuple:
     return job.worker_demand, job.num_workers, servers
 
 
+@_jit
+def _gittins(sizes, a, delta, out):
+    """out[j] = gittins_index(sizes, a[j], delta[j]) for every j, in one compiled pass per j.
+
+    Why compiled (issue 14): 2D-Gittins ranks every running job at every decision point, and
+    the numpy form paid ~7 array calls per index (83% of its decision). The same floats as
+    numpy's `sizes[sizes > a] - a`, `np.minimum(left, delta).mean()` and `(left <= delta)
+    .mean()`: the kept values are written in the sizes' order (a branch-free compaction) and
+    summed with numpy's pairwise blocking (`_kernels.pairwise_sum`); a mean of booleans is
+    their exact count over m."""
+    buf = np.empty(len(sizes))
+    for j in range(len(a)):
+        aj, dj = a[j], delta[j]
+        m = 0
+        c = 0
+        for s in sizes:
+            v = s - aj
+            keep = s > aj
+            c += keep and v <= dj
+            buf[m] = v if v <= dj else dj  # np.minimum (no NaN here: service is finite)
+            m += keep
+        if m == 0:
+            out[j] = 0.0
+            continue
+        done = c / m if np.isfinite(dj) else 1.0
+        out[j] = done / (pairwise_sum(buf[:m]) / m)
+    return out
+
+
+def gittins_indices(sizes: np.ndarray, a, delta) -> np.ndarray:
+    """§4.2: P(S - a <= delta | S > a) / E[min(S - a, delta) | S > a] over the sizes S seen,
+    for each pair of `a` and `delta` (sequences of one length); 0 where no size exceeds a."""
+    a, delta = np.asarray(a, dtype=float), np.asarray(delta, dtype=float)
+    if a.shape != delta.shape or a.ndim != 1:
+        raise ValueError(f"a and delta must be 1-d of one length, got {a.shape} and {delta.shape}")
+    return _gittins(np.ascontiguousarray(sizes, dtype=float), a, delta, np.empty(len(a)))
+
+
 def gittins_index(sizes: np.ndarray, a: float, delta: float) -> float:
-    """§4.2: P(S - a <= delta | S > a) / E[min(S - a, delta) | S > a] over the sizes S seen;
-    0 when no size exceeds a."""
-    left = sizes[sizes > a] - a
-    if not len(left):
-        return 0.0
-    done = float((left <= delta).mean()) if math.isfinite(delta) else 1.0
-    return done / float(np.minimum(left, delta).mean())
+    """gittins_indices for one service `a` and horizon `delta`."""
+    return float(gittins_indices(sizes, [a], [delta])[0])
 
 
 class Tiresias(Scheduler):
@@ -382,6 +423,7 @@ class Tiresias(Scheduler):
         self._keyed = None  # the distribution the buckets' keys were computed on (None: LAS)
         self._gcache: dict[tuple[int, float], float] = {}
         self._garr = np.zeros(0)
+        self._tops = (*self.thresholds, math.inf)  # queue -> its threshold (inf: the last)
         # (Admission.state, the failures found in it) at the last decision point
         self._failed: tuple = (None, None)
         self._runs: dict[str, _Running] = {}  # the running jobs at the last decision point
@@ -446,9 +488,23 @@ class Tiresias(Scheduler):
         k = (queue, a)
         g = self._gcache.get(k)
         if g is None:
-            top = self.thresholds[queue] if queue < len(self.thresholds) else math.inf
-            g = self._gcache[k] = -gittins_index(self._garr, a, top - a)
+            g = self._gcache[k] = -gittins_index(self._garr, a, self._tops[queue] - a)
         return g
+
+    def _ngis(self, queues: list[int], a: list[float]) -> list[float]:
+        """`_ngi` of each (queue, service) pair `queues`[k], `a`[k]: those not made this decision
+        point in one compiled call (`gittins_indices`) instead of one per job (2D-Gittins reads
+        every running job's index at every decision point)."""
+        pairs = list(zip(queues, a))
+        if self._keyed is None:
+            return [0.0] * len(pairs)
+        cache = self._gcache
+        todo = list(dict.fromkeys(k for k in pairs if k not in cache))
+        if todo:
+            av = np.array([k[1] for k in todo], dtype=float)
+            tops = np.array([self._tops[k[0]] for k in todo], dtype=float)
+            cache.update(zip(todo, (-gittins_indices(self._garr, av, tops - av)).tolist()))
+        return list(map(cache.__getitem__, pairs))
 
     def _running(self, view: ClusterView) -> dict[str, _Running]:
         """The running jobs (id -> _Running; one dict, updated): a job this scheduler started is
@@ -521,13 +577,18 @@ class Tiresias(Scheduler):
 
         if self._keyed is None:  # LAS order: a running job's key is fixed by its queue entry
             ordered, okeys = self._las_order(running)
-        else:
-            running = list(running.values())
-            rkeys = [key(r) for r in running]
-            order = sorted(range(len(running)), key=rkeys.__getitem__)
-            ordered, okeys = [running[i] for i in order], [rkeys[i] for i in order]
+        else:  # every running job's key as `key` makes it, its index from one compiled call
+            ids = self._ids
+            sts = list(map(self.state.__getitem__, ids))
+            queues = [st.queue for st in sts]
+            ngis = self._ngis(queues, [att - st.gpu_s0 for att, st in
+                                       zip(self._att_now.tolist(), sts)])
+            rkeys = [(q, g, False, st.seq) for q, g, st in zip(queues, ngis, sts)]
+            order = sorted(range(len(ids)), key=rkeys.__getitem__)
+            ordered, okeys = [running[ids[i]] for i in order], [rkeys[i] for i in order]
         admission = Admission(
             view, ordered, key, self.placer, lambda j: self.servers(view, j), okeys, self._worder,
+            kept=True,
         )
         state = admission.state()
         if state == self._failed[0]:  # nothing a walk sees changed since the last decision
@@ -644,6 +705,11 @@ class Tiresias(Scheduler):
         self._keyed = keyed
         self._gcache = {}
         self._garr = np.asarray(self.sizes, dtype=float)
+        if self._keyed is not None:
+            ran = [(q, self.state[e[2]].a) for q, bs in self._waiting.items()
+                   for b in bs.values() for e in b.ran]
+            if ran:
+                self._ngis(*map(list, zip(*ran)))  # (made here together, read below)
         for q, buckets in self._waiting.items():
             for b in buckets.values():
                 for k, (_, seq, jid) in enumerate(b.ran):
@@ -782,7 +848,8 @@ class Admission:
     `running` is in priority order, `key` orders any job by priority; `servers(job)`, when given,
     is the most servers the job's workers may be placed on (Tiresias: a sensitive job must be
     consolidated; None: any), and a placement on more counts as not fitting; `keys`, when given,
-    are the running jobs' keys (else made with `key` when first needed).
+    are the running jobs' keys (else made with `key` when first needed); `kept`: every running
+    job is a _Running record (Tiresias' own), not a view.
 
     Failures are remembered (issue 13): the workers of a job are placed first, so where they go
     depends only on their demand, their number and the free resources, and a later job's walk
@@ -796,7 +863,7 @@ class Admission:
     def __init__(
         self, view: ClusterView, running: list[JobView], key: Callable, placer,
         servers: Callable | None = None, keys: list | None = None,
-        order: WorkerOrder | None = None,
+        order: WorkerOrder | None = None, kept: bool = False,
     ):
         self.cluster, self.cap, self.placer = view.cluster, Capacity.of(view), placer
         self.running, self.key = running, key
@@ -814,9 +881,11 @@ class Admission:
         self.d = Decision()
         # id -> (view, its tasks' nodes in the view's order) of the jobs this round starts
         self.started: dict[str, tuple[JobView, tuple[int, ...]]] = {}
-        # (GPUs held by and count of the running jobs not preempted, from k on)
+        # (GPUs held by each running job, 0 if preempted; the preempted ones' positions)
         self._suffix = None
-        self._views = bool(set(map(type, running)) - {_Running})  # views, not kept records
+        self._free: int | None = None  # free_gpus(), while no job started since it was counted
+        # views, not kept records (`kept`: the caller's are all _Running, no check per job)
+        self._views = not kept and bool(set(map(type, running)) - {_Running})
         self._keys = keys  # the running jobs' keys (ascending: they are in order), or None
         self._gone: set[str] = set()  # the victims' ids
         self.failed = _Failed()
@@ -841,23 +910,28 @@ class Admission:
                 tuple(map(_SIG, self.running)))
 
     def free_gpus(self) -> int:
-        return int(self.cap.gpu.sum())
+        """The free GPUs, counted once per start: a start that fails leaves the GPUs as they
+        were (whole-number charges and releases undone exactly), so only a job that starts
+        changes them (`start`)."""
+        if self._free is None:
+            self._free = int(self.cap.gpu.sum())
+        return self._free
 
     def _lower(self, key) -> tuple[int, int]:
         """(GPUs held, count) of the running jobs not preempted yet whose priority is below
         `key`."""
-        if self._suffix is None:  # suffix sums, from the end (itertools.accumulate)
-            gone, running = self._gone, self.running
+        if self._suffix is None:  # GPUs held per running job (0: preempted), the preempted
+            gone, running = self._gone, self.running  # ones' positions
             held = list(map(_held, running) if self._views else map(_HELD, running))
-            alive = [1] * len(held)
+            dead = []
             for i, r in enumerate(running) if gone else ():
                 if r.job_id in gone:
-                    held[i] = alive[i] = 0
-            self._suffix = (list(accumulate(reversed(held), initial=0))[::-1],
-                            list(accumulate(reversed(alive), initial=0))[::-1])
-        gpus, count = self._suffix
-        i = self._below(key)
-        return gpus[i], count[i]
+                    held[i] = 0
+                    dead.append(i)
+            self._suffix = (held, dead)
+        held, dead = self._suffix  # (a sum of a slice: about one suffix-sum pass per round
+        i = self._below(key)  # asks for one or two of them; whole numbers, so exact)
+        return sum(held[i:]), len(held) - i - (len(dead) - bisect.bisect_left(dead, i))
 
     def _below(self, key) -> int:
         """Where the running jobs of lower priority than `key` start in `running`."""
@@ -873,7 +947,8 @@ class Admission:
     def refused(self, workers: tuple, key) -> bool:
         """Whether jobs with these workers (`_workers`) failed on them alone at every state a job
         of priority `key` would see in its walk."""
-        return self.failed.walks.get(workers, -1) >= self._lower(key)[1]
+        depth = self.failed.walks.get(workers)  # (no walk failed: nothing to count)
+        return depth is not None and depth >= self._lower(key)[1]
 
     def _release(self, job: JobView, sign: int) -> None:
         if self._exact is not False and not _whole_tasks(job):
@@ -1072,6 +1147,7 @@ class Admission:
         add_placement(self.d, job.job_id, *got)
         self.started[job.job_id] = (job, (*got[0], *got[1]))  # its tasks' nodes: PS, workers
         self.failed = _Failed()  # resources changed: what failed may fit now
+        self._free = None
         return True
 
     def decision(self) -> Decision:

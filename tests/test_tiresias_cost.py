@@ -1,0 +1,118 @@
+"""Tiresias' kept and compiled shortcuts (issue 14, branch tires9) equal what they replace: the
+2D-Gittins index kernel equals numpy's formula bit for bit, the indices a decision reads from
+its batched cache equal a recompute, and Admission's kept free-GPU count and lower-priority sums
+equal a count made anew at every read."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import baselines.tiresias as tiresias_mod
+from baselines.tiresias import Admission, Tiresias, TiresiasGittins, gittins_indices
+from dlclusterenv import make_sim
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from overload import overloaded  # noqa: E402
+
+
+def gittins_numpy(sizes: np.ndarray, a: float, delta: float) -> float:
+    """The index as main computed it before branch tires9 (numpy), the oracle."""
+    left = sizes[sizes > a] - a
+    if not len(left):
+        return 0.0
+    done = float((left <= delta).mean()) if math.isfinite(delta) else 1.0
+    return done / float(np.minimum(left, delta).mean())
+
+
+_SIZE = st.floats(0.0, 1e7, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(sizes=st.lists(_SIZE, max_size=40) | st.integers(0, 3000).map(
+           lambda n: np.random.default_rng(n).lognormal(7.0, 2.5, n).tolist()),
+       a=st.lists(_SIZE | st.sampled_from([0.0, 100.0, 3250.0]), min_size=1, max_size=12),
+       data=st.data())
+def test_gittins_kernel_equals_numpy(sizes, a, data):
+    """Bit for bit, on short lists and on long ones (numpy's pairwise sum blocks by 8 and 128
+    and halves above that), at services equal to sizes, with finite and unbounded horizons."""
+    sizes = np.array(sizes, dtype=float)
+    a = [data.draw(st.sampled_from(sizes.tolist())) if len(sizes) and k % 3 == 2 else x
+         for k, x in enumerate(a)]
+    delta = [data.draw(st.sampled_from([math.inf]) | st.floats(1e-3, 1e6)) for _ in a]
+    got = gittins_indices(sizes, a, delta).tolist()
+    assert got == [gittins_numpy(sizes, x, d) for x, d in zip(a, delta)]
+
+
+def test_gittins_indices_refuses_ragged_input():
+    try:
+        gittins_indices(np.ones(3), [1.0, 2.0], [1.0])
+    except ValueError as e:
+        assert "a and delta" in str(e)
+    else:
+        raise AssertionError("ragged a / delta accepted")
+
+
+def test_batched_indices_equal_a_recompute(monkeypatch):
+    """Every index a 2D-Gittins decision reads through `_ngis` (kept per decision point, made in
+    one compiled call for the pairs not kept) equals numpy's formula on that distribution."""
+    seen = [0]
+    ngis = TiresiasGittins._ngis
+
+    def checked(self, queues, a):
+        got = ngis(self, queues, a)
+        if self._keyed is not None:
+            tops = (*self.thresholds, math.inf)
+            want = [-gittins_numpy(np.array(self.sizes), x, tops[q] - x) for q, x in zip(queues, a)]
+            assert got == want
+            seen[0] += len(got)
+        return got
+
+    monkeypatch.setattr(TiresiasGittins, "_ngis", checked)
+    sim = make_sim(overloaded(60, 10.0), 0)
+    assert sim.run(TiresiasGittins()).jobs_finished == 60
+    assert seen[0] > 500  # (indices of running and waiting jobs were read and checked)
+
+
+class CheckedAdmission(Admission):
+    """Admission whose kept free-GPU count and lower-priority sums are checked at every read
+    against a count made anew (the suffix sums main made before branch tires9)."""
+
+    reads = 0
+
+    def free_gpus(self):
+        got = super().free_gpus()
+        assert got == int(self.cap.gpu.sum())
+        return got
+
+    def _lower(self, key):
+        got = super()._lower(key)
+        i = self._below(key)
+        alive = [r for r in self.running[i:] if r.job_id not in self._gone]
+        assert got == (sum(tiresias_mod._held(r) for r in alive), len(alive))
+        CheckedAdmission.reads += 1
+        return got
+
+
+def test_kept_counts_equal_counts_made_anew(monkeypatch):
+    """On the overloaded `default` (a long queue, preemptions), LAS and 2D-Gittins."""
+    monkeypatch.setattr(tiresias_mod, "Admission", CheckedAdmission)
+    for sched in (Tiresias(), TiresiasGittins()):
+        CheckedAdmission.reads = 0
+        sim = make_sim(overloaded(60, 10.0), 0)
+        preempted = []
+        decide = sched.decide
+
+        def watch(view, decide=decide):
+            d = decide(view)
+            preempted.extend(d.preempt)
+            return d
+
+        sched.decide = watch
+        assert sim.run(sched).jobs_finished == 60
+        assert preempted and CheckedAdmission.reads > 100
