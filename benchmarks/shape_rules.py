@@ -193,6 +193,15 @@ def ablation(runs: list, **kw) -> list[float]:
     return [make_sim(sc, s).run(baselines.make("gandiva", **kw)).summary()["avg_jct_s"] for sc, s in runs]
 
 
+def instance_of(suite_name: str, key: str) -> Instance:
+    """The instance `key` of suite `suite_name`; SystemExit naming --instance if it has none."""
+    suite, where = load_suite(suite_name)
+    found = {i.key: i for i in instances(suite, where, say=lambda m: None)}
+    if key not in found:
+        raise SystemExit(f"--instance: {key!r} not in suite {suite.name} (it has {', '.join(found)})")
+    return found[key]
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--suite", default="v2")
@@ -209,11 +218,7 @@ def main(argv=None) -> None:
                     "each rule's per-run avg JCT ratio to it, mean +- 95%% interval")
     ap.add_argument("--no-ablations", action="store_true", help="skip Gandiva's ablations (3)")
     a = ap.parse_args(argv)
-    suite, where = load_suite(a.suite)
-    found = {i.key: i for i in instances(suite, where, say=lambda m: None)}
-    if a.instance not in found:
-        raise SystemExit(f"--instance: {a.instance!r} not in suite {suite.name} (it has {', '.join(found)})")
-    inst = found[a.instance]
+    inst = instance_of(a.suite, a.instance)
     unknown = sorted(set(a.match or ()) - {r.name for r in RULES})
     if unknown:
         raise SystemExit(f"--match: no rule is named {', '.join(map(repr, unknown))}")

@@ -27,9 +27,9 @@ import numpy as np
 import baselines
 from agents.learned import env_for
 from agents.train import load_config
-from benchmarks.shape_rules import ORDERS, Rule, rule_episode
+from benchmarks.shape_rules import ORDERS, Rule, instance_of, rule_episode
 from dlclusterenv import make_sim
-from dlclusterenv.benchmark import Window, instances, load_suite
+from dlclusterenv.benchmark import Window
 
 
 def _day(x: str, where: str) -> dt.date:
@@ -83,11 +83,7 @@ def main(argv=None) -> None:
         assert len(shape) == 2
     except (ValueError, AssertionError):
         raise SystemExit(f"--shape: {a.shape!r} is not PxW (e.g. 8x8)") from None
-    suite, where = load_suite(a.suite)
-    found = {i.key: i for i in instances(suite, where, say=lambda m: None)}
-    if a.instance not in found:
-        raise SystemExit(f"--instance: {a.instance!r} not in suite {suite.name} (it has {', '.join(found)})")
-    inst = found[a.instance]
+    inst = instance_of(a.suite, a.instance)
     cfg = load_config(a.config)
     cfg.env.kwargs.update(shapes=[list(shape)], grow_running=False)
     orders = [o for o in ORDERS if o != "arrival"]

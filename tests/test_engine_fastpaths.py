@@ -87,6 +87,22 @@ def test_running_list_and_pause_bound_are_kept(scenario, policy):
     assert changes > 10
 
 
+def _check_plan_as_np_unique(sim, job):
+    """Assert job_plan's merged (link, bytes, flows) are np.unique's links and bincount's sums of
+    the job's communication plan, dtypes and bits alike; return that plan."""
+    plan = job_plan(sim.cluster, job)
+    m = job.model
+    ps = np.array([t.node for t in job.ps_tasks()], dtype=np.int64)
+    ws = np.array([t.node for t in job.worker_tasks()], dtype=np.int64)
+    comm = pattern(m, job.spec.comm).plan(sim.cluster, m, job.spec.shard_nodes, ps, ws, job.spec.exchange_every)
+    links, inv = np.unique(comm.links, return_inverse=True)
+    for got, want in ((plan.links, links),
+                      (plan.nbytes, np.bincount(inv, weights=comm.nbytes, minlength=len(links))),
+                      (plan.flows, np.bincount(inv, weights=comm.flows, minlength=len(links)))):
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    return comm
+
+
 @pytest.mark.parametrize("scenario,policy", [("default", "fifo"), ("d2s_mixed", "d2s"),
                                              ("hetero_mixed", "gavel"), ("gandiva", "gandiva")])
 def test_plan_links_merge_as_np_unique(scenario, policy):
@@ -100,17 +116,7 @@ def test_plan_links_merge_as_np_unique(scenario, policy):
         sim.decide(sched)
         sim.advance()
         for job in sim.running_jobs():
-            plan = job_plan(sim.cluster, job)
-            m = job.model
-            ps = np.array([t.node for t in job.ps_tasks()], dtype=np.int64)
-            ws = np.array([t.node for t in job.worker_tasks()], dtype=np.int64)
-            comm = pattern(m, job.spec.comm).plan(sim.cluster, m, job.spec.shard_nodes, ps, ws,
-                                                  job.spec.exchange_every)
-            links, inv = np.unique(comm.links, return_inverse=True)
-            for got, want in ((plan.links, links),
-                              (plan.nbytes, np.bincount(inv, weights=comm.nbytes, minlength=len(links))),
-                              (plan.flows, np.bincount(inv, weights=comm.flows, minlength=len(links)))):
-                assert got.dtype == want.dtype and np.array_equal(got, want)
+            _check_plan_as_np_unique(sim, job)
             seen += 1
     assert seen >= 50
 
@@ -212,19 +218,8 @@ def test_plans_with_one_entry_per_link_as_np_unique_on_philly():
         sim.decide(fifo)
         sim.advance()
         for job in sim.running_jobs():
-            plan = job_plan(sim.cluster, job)
-            m = job.model
-            ps = np.array([t.node for t in job.ps_tasks()], dtype=np.int64)
-            ws = np.array([t.node for t in job.worker_tasks()], dtype=np.int64)
-            comm = pattern(m, job.spec.comm).plan(sim.cluster, m, job.spec.shard_nodes, ps, ws,
-                                                  job.spec.exchange_every)
-            entries = comm.links.tolist()
+            entries = _check_plan_as_np_unique(sim, job).links.tolist()
             taken += bool(entries) and entries == sorted(set(entries))
-            links, inv = np.unique(comm.links, return_inverse=True)
-            for got, want in ((plan.links, links),
-                              (plan.nbytes, np.bincount(inv, weights=comm.nbytes, minlength=len(links))),
-                              (plan.flows, np.bincount(inv, weights=comm.flows, minlength=len(links)))):
-                assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
             checked += 1
     assert taken >= 100 and checked >= taken
 
