@@ -68,7 +68,9 @@ def test_each_start_order_changes_a_trace_run_and_an_unknown_order_is_refused():
     from agents.learned import env_for
     from agents.train import load_config
     from dlclusterenv.benchmark import instances, load_suite
+    from helpers import shared_file
 
+    shared_file("traces", "philly_jobs.csv")
     suite, where = load_suite("v2")
     inst = {i.key: i for i in instances(suite, where, say=lambda m: None)}["philly-6c71a0-nov@7x"]
     cfg = load_config("configs/agents/suite_6c71a0_grow_noprogress.yaml")
