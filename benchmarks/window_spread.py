@@ -78,11 +78,10 @@ def main(argv=None) -> None:
     ap.add_argument("--versus", default="gandiva", help="a heuristic, or '' for none")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
-    try:
-        shape = tuple(int(x) for x in a.shape.split("x"))
-        assert len(shape) == 2
-    except (ValueError, AssertionError):
-        raise SystemExit(f"--shape: {a.shape!r} is not PxW (e.g. 8x8)") from None
+    parts = a.shape.split("x")
+    if len(parts) != 2 or not all(x.isdigit() for x in parts):
+        raise SystemExit(f"--shape: {a.shape!r} is not PxW (e.g. 8x8)")
+    shape = (int(parts[0]), int(parts[1]))
     inst = instance_of(a.suite, a.instance)
     cfg = load_config(a.config)
     cfg.env.kwargs.update(shapes=[list(shape)], grow_running=False)
