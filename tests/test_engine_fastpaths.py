@@ -121,6 +121,35 @@ def test_plan_links_merge_as_np_unique(scenario, policy):
     assert seen >= 50
 
 
+def test_plan_merge_is_the_same_in_python_and_in_numpy(monkeypatch):
+    """job_plan merges a job's few link entries in Python and many with np.unique: forced one way
+    and then the other, every plan of a run on `default` with 8 PS and 8 workers per job, spread (plans of both
+    sizes) has the same links, sums and dtypes."""
+    import dlclusterenv.speed as speed
+    from baselines.fixed import FixedShape
+
+    few = speed._FEW_ENTRIES
+    sim = dlclusterenv.make_sim("default", 0)
+    sched = FixedShape(8, 8, "spread")
+    sched.reset(0)
+    sizes = []
+    while not sim.done and len(sizes) < 300:
+        sim.decide(sched)
+        sim.advance()
+        for job in sim.running_jobs():
+            plans = []
+            for forced in (10**9, -1):  # all in Python; all through np.unique
+                monkeypatch.setattr(speed, "_FEW_ENTRIES", forced)
+                kept, job.plan = job.plan, None
+                plans.append(job_plan(sim.cluster, job))
+                job.plan = kept
+            a, b = plans
+            for x, y in ((a.links, b.links), (a.nbytes, b.nbytes), (a.flows, b.flows)):
+                assert x.dtype == y.dtype and x.tobytes() == y.tobytes()
+            sizes.append(len(_check_plan_as_np_unique(sim, job).links))
+    assert min(sizes) <= few < max(sizes)
+
+
 def test_rates_dicts_match_the_arrays():
     """Rates' per-job dicts, built when read, hold the arrays' values in the jobs' order."""
     sim = dlclusterenv.make_sim("default", 0)
