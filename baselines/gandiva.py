@@ -167,10 +167,6 @@ class _Plan:
         """The job's tasks of this role that stay placed in this decision."""
         return [t.task_id for t in job.tasks if t.role == role and t.task_id in self.where]
 
-    def key(self, gpu: int) -> str:
-        c = self.c
-        return f"{c.node_names[c.gpu_node[gpu]]}/g{c.gpu_slot[gpu]}"
-
 
 class Gandiva(Scheduler):
     name = "gandiva"
@@ -464,7 +460,7 @@ class Gandiva(Scheduler):
     # ------------------------------------------------------------------ packing
     def _unpack(self, plan: _Plan, d: Decision, gpu: int) -> None:
         plan.packed[gpu] = False
-        d.gpu_mode[plan.key(gpu)] = "timeslice"
+        d.gpu_mode[plan.c.gpu_key(gpu)] = "timeslice"
         self.trials.pop(gpu, None)
 
     def _pack(self, plan: _Plan, d: Decision, jobs: dict[str, JobView]) -> None:
@@ -498,7 +494,7 @@ class Gandiva(Scheduler):
                 cands.append((utils[0], sum(utils), gpu, group))
         for _, _, gpu, group in sorted(cands, key=lambda c: c[:3]):
             plan.packed[gpu] = True
-            d.gpu_mode[plan.key(gpu)] = "pack"
+            d.gpu_mode[plan.c.gpu_key(gpu)] = "pack"
             self.trials[gpu] = _Trial(group, {j: jobs[j].last_speed for j in group}, {j: jobs[j].steps_done for j in group})
 
     # ------------------------------------------------------------------ grow-shrink

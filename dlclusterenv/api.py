@@ -274,8 +274,8 @@ class ClusterView:
         return job.attained_gpu_s
 
     def gpu_key(self, gpu: int) -> str:
-        c = self.cluster
-        return f"{c.node_names[c.gpu_node[gpu]]}/g{c.gpu_slot[gpu]}"
+        """The key `Decision.gpu_mode` takes for GPU index `gpu`."""
+        return self.cluster.gpu_key(gpu)
 
 
 def _ro(a: np.ndarray) -> np.ndarray:

@@ -65,6 +65,10 @@ class Cluster:
     def n_gpus(self) -> int:
         return len(self.gpu_node)
 
+    def gpu_key(self, gpu: int) -> str:
+        """A GPU's name, "node/gSLOT", as decisions (`Decision.gpu_mode`) and the graph name it."""
+        return f"{self.node_names[self.gpu_node[gpu]]}/g{self.gpu_slot[gpu]}"
+
     def node_index(self, name: str) -> int:
         try:
             return self._index[name]

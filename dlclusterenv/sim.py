@@ -505,7 +505,7 @@ class Simulator:
                 node = int(c.gpu_node[g])
                 if sum(mems) > c.gpu_memory[node] + 1e-9:
                     raise DecisionError(
-                        f"gpu_mode: packing GPU {c.node_names[node]}/g{c.gpu_slot[g]} needs "
+                        f"gpu_mode: packing GPU {c.gpu_key(g)} needs "
                         f"{sum(mems):.3g} GB > {c.gpu_memory[node]:.3g} GB of GPU memory"
                     )
         # ---------------------------------------------------------- commit

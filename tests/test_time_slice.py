@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import baselines
+import dlclusterenv
 from dlclusterenv.cluster import build_cluster
 from dlclusterenv.config import ConfigError, load_cluster, load_zoo
 from dlclusterenv.jobs import JobSpec
@@ -87,3 +88,16 @@ def test_a_bad_time_slice_is_a_clear_error_naming_the_field(tmp_path):
     path.write_text(src.replace("time_slice_s: 60", "time_slice_s: 60\n  time_slice: rack"))
     with pytest.raises(ConfigError, match=r"overheads\.time_slice.*'gpu' or 'server'"):
         load_cluster(path)
+
+
+def test_gpu_keys_name_each_gpu_once_and_parse_back():
+    """`Cluster.gpu_key` ("node/gSLOT": the graph's GPU names, the scheduler view's `gpu_key`, the
+    keys of `Decision.gpu_mode`) names every GPU of a mixed cluster once, and the simulator reads
+    each key back to its GPU."""
+    sim = dlclusterenv.make_sim("hetero_mixed", 0)
+    c = sim.cluster
+    keys = [c.gpu_key(g) for g in range(c.n_gpus)]
+    assert len(set(keys)) == c.n_gpus
+    assert set(keys) == {n for n, kind in c.graph.nodes(data="kind") if kind == "gpu"}
+    assert [sim.view().gpu_key(g) for g in range(c.n_gpus)] == keys
+    assert [sim._gpu_key(k) for k in keys] == list(range(c.n_gpus))

@@ -343,7 +343,7 @@ class ShareEnv(ClusterEnv):
         c = self.cluster
         for g, mode in self._mode_set.items():
             if mode == 0 or occ[g] > 0:  # packing an emptied GPU is moot (the simulator resets it)
-                d.gpu_mode[f"{c.node_names[c.gpu_node[g]]}/g{c.gpu_slot[g]}"] = ("timeslice", "pack")[mode]
+                d.gpu_mode[c.gpu_key(g)] = ("timeslice", "pack")[mode]
         return d
 
     # ------------------------------------------------------------------ masks
