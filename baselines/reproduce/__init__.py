@@ -100,8 +100,3 @@ def run(name: str, seeds: int = 3) -> list[Claim]:
 def pct(new: float, old: float) -> str:
     """Relative change of `new` against `old` as a signed percentage."""
     return f"{100.0 * (new - old) / old:+.1f}%"
-
-
-def rel(new: float, old: float) -> float:
-    """Relative change of `new` against `old`, in percent (the number `pct` prints)."""
-    return 100.0 * (new - old) / old
