@@ -138,6 +138,11 @@ bit; tests/test_tiresias_cost.py keeps numpy's formula as the oracle). Admission
 running jobs below a key as a sum over a kept per-job list (no suffix-sum pass per round),
 counts free GPUs once per start, and skips its per-job type check for Tiresias' own records.
 Decisions unchanged (decision_log.py logs byte-equal to main's, the same runs as above).
+Issue 14, branch tires10: the certainty check of a walk (`never_one_node`, about 1 ms a call in
+Python over the ~180 charges a walk gives back) is one compiled pass over the kept records' charge
+arrays (`_Running.charges`), the same operations as the Python code (kept in
+tests/test_placers.py as its oracle). Decisions unchanged (logs byte-equal to main's: fifo, LAS
+and 2D-Gittins on `default` seeds 0-2 and the all-VC day, LAS on all VCs 2017-10-01..04).
 """
 
 from __future__ import annotations
