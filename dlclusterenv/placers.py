@@ -258,7 +258,8 @@ class WorkerOrder:
         `releases` one after another (each a released job's charges per node, each node once:
         a (k, 5) float array of rows (node, cores, GB, bytes/s, GPUs), whole numbers, as
         Tiresias' kept running jobs hold them), `cap` now being the state before the first:
-        true only where that is certain (False: unknown). Pack only (consolidate's order moves the other way as room grows).
+        true only where that is certain (False: unknown). Pack only (consolidate's order moves
+        the other way as room grows).
 
         Why it holds: at any state the w workers go to one node exactly when the first node in
         key order that holds a worker holds all w. A release only adds free capacity, so a
