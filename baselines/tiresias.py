@@ -138,6 +138,11 @@ bit; tests/test_tiresias_cost.py keeps numpy's formula as the oracle). Admission
 running jobs below a key as a sum over a kept per-job list (no suffix-sum pass per round),
 counts free GPUs once per start, and skips its per-job type check for Tiresias' own records.
 Decisions unchanged (decision_log.py logs byte-equal to main's, the same runs as above).
+Issue 14, branch tires10: the certainty check of a walk (`never_one_node`, about 1 ms a call in
+Python over the ~180 charges a walk gives back) is one compiled pass over the kept records' charge
+arrays (`_Running.charges`), the same operations as the Python code (kept in
+tests/test_placers.py as its oracle). Decisions unchanged (logs byte-equal to main's: fifo, LAS
+and 2D-Gittins on `default` seeds 0-2 and the all-VC day, LAS on all VCs 2017-10-01..04).
 """
 
 from __future__ import annotations
@@ -214,7 +219,8 @@ class _Running:
     point (_Service: one gather per decision, not a write per running job)."""
 
     __slots__ = ("view", "job_id", "arrival_s", "att", "placed", "num_workers",
-                 "worker_demand", "gpus", "nodes", "held", "sig", "whole", "touched", "per_node")
+                 "worker_demand", "gpus", "nodes", "held", "sig", "whole", "touched", "per_node",
+                 "charges")
     status = "running"
     _FIXED = frozenset(("num_ps", "ps_demand", "param_bytes"))
 
@@ -245,6 +251,7 @@ class _Running:
                 v[3] += d.bw_MBps * 1e6
                 v[4] += d.gpu
         self.per_node = tuple(map(tuple, per.values()))
+        self.charges = np.array(self.per_node, dtype=float).reshape(len(per), 5)  # (never_one_node's)
 
     @property
     def attained_gpu_s(self) -> float:
@@ -784,7 +791,7 @@ class Tiresias(Scheduler):
         g0, thr = self._lims
         # a running job's threshold crossed, for all of them at once: the same float operations
         # as `moves` (a job without a state has limit inf; none of them is promoted)
-        crossed = np.flatnonzero(self._att_now - g0 >= thr).tolist()
+        crossed = (self._att_now - g0 >= thr).nonzero()[0].tolist()
         changed = sorted([running[jid] for k in crossed if (jid := self._ids[k]) not in promoted]
                          + [running[jid] for jid in promoted if jid in running]
                          + [j for j in stopped if moves(j, state[j.job_id])]
@@ -801,7 +808,8 @@ class Tiresias(Scheduler):
                     self._wait(job.job_id, True, job)
                 continue
             # 2D-LAS: GPUs x time attained since the job last entered Q0, against the thresholds
-            queue = sum(job.attained_gpu_s - st.gpu_s0 >= t for t in self.thresholds)
+            a = job.attained_gpu_s - st.gpu_s0  # (read once: each read of a running job's is a lookup)
+            queue = sum(a >= t for t in self.thresholds)
             if queue > st.queue:  # demoted
                 self._enter(st, queue, job.job_id)
         for job in stopped:
@@ -1093,7 +1101,7 @@ class Admission:
         if not all(type(r) is _Running and r.whole for r in lower):
             return False
         return self._order.never_one_node(job.worker_demand, job.num_workers,
-                                          [r.per_node for r in lower])
+                                          [r.charges for r in lower])
 
     def start(self, job: JobView) -> bool:
         """Start the job if it fits, preempting if need be; whether it starts."""

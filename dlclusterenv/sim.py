@@ -80,7 +80,7 @@ class _Epoch:
         self.jobs = jobs  # rates' rows
         self.rows = rates.consts[:, ROW].astype(np.int64)
         self.speed = rates.speed_arr
-        self.observed = np.flatnonzero(self.speed > 0)
+        self.observed = (self.speed > 0).nonzero()[0]  # (np.flatnonzero's result, without its ravel)
         # the measured ones as an index: every job (a slice, views not copies) while none stands still
         self.o_idx = slice(None) if len(self.observed) == len(jobs) else self.observed
         self.o_rows, self.speed_o = self.rows[self.o_idx], self.speed[self.o_idx]
@@ -426,8 +426,19 @@ class Simulator:
                 removed.append(old)
                 gone.add(tid)
             moves[tid] = (node, gpu, job, role)
-        # -- capacity check on the final state
-        cpu, mem, bw = self.used_cpu.copy(), self.used_mem.copy(), self.used_bw.copy()
+        # -- capacity check on the final state, of the nodes the decision touches: no node is over
+        # a limit before it (every charge was checked so, and a task leaving only frees), so no
+        # other node can be after it. Each touched node's values after it, made with the
+        # commit's float operations in the commit's order (node -> [cores, GB, bytes/s]).
+        after: dict[int, list[float]] = {}
+        used = (self.used_cpu, self.used_mem, self.used_bw)
+
+        def final(n: int) -> list[float]:
+            v = after.get(n)
+            if v is None:
+                v = after[n] = [u.item(n) for u in used]
+            return v
+
         occ: dict[int, int] = {}  # GPU -> occupancy after the decision, for GPUs it touches
 
         def occupancy(g: int) -> int:
@@ -442,9 +453,10 @@ class Simulator:
 
         for t in removed:
             dem = self._demand(t)
-            cpu[t.node] -= dem.cpu
-            mem[t.node] -= dem.mem_gb
-            bw[t.node] -= dem.bw_MBps * 1e6
+            v = final(t.node)
+            v[0] -= dem.cpu
+            v[1] -= dem.mem_gb
+            v[2] -= dem.bw_MBps * 1e6
             if t.gpu >= 0:
                 occ[t.gpu] = occupancy(t.gpu) - 1
                 milli[t.gpu] = used_milli(t.gpu) - self._milli(t.task_id)
@@ -452,9 +464,10 @@ class Simulator:
         modes: dict[int, int] = {}
         for tid, (node, gpu, job, role) in moves.items():
             dem = job.model.ps if role == "ps" else job.model.worker
-            cpu[node] += dem.cpu
-            mem[node] += dem.mem_gb
-            bw[node] += dem.bw_MBps * 1e6
+            v = final(node)
+            v[0] += dem.cpu
+            v[1] += dem.mem_gb
+            v[2] += dem.bw_MBps * 1e6
             if dem.gpu:
                 want = job.spec.gpu_milli
                 if gpu < 0:
@@ -469,14 +482,14 @@ class Simulator:
                 gpu_of[tid] = gpu
                 if want < 1000 and occ[gpu] > 1 and milli[gpu] <= 1000:
                     modes.setdefault(gpu, 1)  # fractions that fit share their GPU by packing
-        for (name, capacity, limit), used in zip(self._capacity_limits, (cpu, mem, bw)):
-            over = np.flatnonzero(used > limit)
-            if len(over):
-                n = int(over[0])
+        for k, (name, capacity, limit) in enumerate(self._capacity_limits):
+            over = [n for n, v in after.items() if v[k] > limit.item(n)]
+            if over:  # the first node over, in node order, as a check of every node finds
+                n = min(over)
                 tasks = [t for t, m in moves.items() if m[0] == n]
                 raise DecisionError(
                     f"node {c.node_names[n]}: {name} over capacity "
-                    f"({used[n]:.6g} > {capacity[n]:.6g}); placed there: {tasks}"
+                    f"({after[n][k]:.6g} > {capacity[n]:.6g}); placed there: {tasks}"
                 )
         # -- limits and GPU modes
         for tid, lim in d.cpu_limits.items():
@@ -835,7 +848,7 @@ class Simulator:
 
     def _finish_due(self, r: Rates) -> bool:
         ep, led = self._epoch, self._ledger
-        due = np.flatnonzero(led.steps[ep.rows_running] >= ep.done_at)
+        due = (led.steps[ep.rows_running] >= ep.done_at).nonzero()[0]
         finished = [ep.running[k] for k in due]
         for job in finished:
             job.steps_done = float(job.total_steps)

@@ -466,6 +466,36 @@ def test_bad_decisions_raise_and_change_nothing(decision, pattern):
     np.testing.assert_array_equal(sim.used_cpu, [4.0, 0.0])
 
 
+def _full_node_sim():
+    """A (1 PS + 1 worker, 4 cores) fills node r0-n0 of 4-core nodes; B (1 PS, 3 workers) waits."""
+    cluster = make_cluster(nodes_per_rack=3, cpus=4, memory_gb=64)
+    zoo = make_zoo(m=model_dict(worker={"cpu": 3.0}, ps={"cpu": 1.0}))
+    sim = make_sim(cluster, zoo, [("A", "m", 1, 1), ("B", "m", 1, 3)])
+    sim.apply(Decision(place={"A/ps0": "r0-n0", "A/w0": "r0-n0"}))
+    return sim
+
+
+def test_capacity_check_names_the_first_node_over_in_node_order():
+    """apply checks only the nodes a decision touches (no other can pass a limit; branch
+    tires10) and names the first one over capacity in node order, as a check of every node
+    does, whatever the order of the placements."""
+    sim = _full_node_sim()
+    before = _state(sim)
+    with pytest.raises(DecisionError, match=r"node r0-n0: CPU over capacity \(7 > 4\).*B/w0"):
+        sim.apply(Decision(place={"B/ps0": "r0-n1", "B/w1": "r0-n1", "B/w2": "r0-n1", "B/w0": "r0-n0"}))
+    _assert_same_state(before, _state(sim))
+
+
+def test_capacity_check_counts_what_leaves_a_node_first():
+    """A decision that preempts the job filling a node may place on that node what fits once
+    it has left (the check's node values take the leaving tasks off, then add the new ones, as
+    the commit does)."""
+    sim = _full_node_sim()
+    sim.apply(Decision(preempt=["A"], place={"B/ps0": "r0-n0", "B/w0": "r0-n0", "B/w1": "r0-n1",
+                                             "B/w2": "r0-n2"}))
+    np.testing.assert_array_equal(sim.used_cpu, [4.0, 3.0, 3.0])
+
+
 # --------------------------------------------------------------------------------------- honesty
 def test_observation_honesty():
     """Observation honesty (issue #2; Optimus fits its loss curve from observed points, seed 002/003):

@@ -178,6 +178,87 @@ _WORKER = st.tuples(st.sampled_from([0.0, 1.0, 2.0]), st.sampled_from([0.0, 4.0]
                     st.sampled_from([0.0, 10.0]), st.integers(1, 4))
 
 
+def _arrays(releases) -> list[np.ndarray]:
+    """never_one_node's releases: each job's (node, cores, GB, bytes/s, GPUs) rows as a float array."""
+    return [np.array(r, dtype=float).reshape(len(r), 5) for r in releases]
+
+
+def _never_one_node_python(order, d, w, releases) -> bool:
+    """WorkerOrder.never_one_node as written in Python before it was compiled (branch tires10):
+    the oracle the compiled walk must equal. `releases`: per job, tuples (node, cores, GB,
+    bytes/s, GPUs)."""
+    if not order.pack:
+        return False
+    if order.dirty:
+        order._refresh()
+    c, count = order.cap, order._count
+    given: dict[int, list] = {}  # node -> what the whole walk gives back there
+    for job in releases:
+        for n, cpu, mem, bw, gpu in job:
+            v = given.get(n)
+            if v is None:
+                given[n] = [cpu, mem, bw, gpu]
+            else:
+                v[0] += cpu
+                v[1] += mem
+                v[2] += bw
+                v[3] += gpu
+    x_key, x_takes = order._END, False  # X's key, whether it holds w
+    for key in order.keys:
+        n = key[1]
+        if n in given:
+            continue
+        got = count(d, float(c.cpu[n]), float(c.mem[n]), float(c.bw[n]), int(c.gpu[n]))
+        if got >= 1:
+            x_key, x_takes = key, got >= w
+            break
+    start = {n: [float(c.cpu[n]), float(c.mem[n]), float(c.bw[n]), int(c.gpu[n])]
+             for n in given}
+    barrier = order._END if x_takes else x_key  # the earliest blocker's last key
+    takers = set()  # touched nodes that hold w after the last release
+    for n, g in given.items():
+        v = start[n]
+        last = [v[0] + g[0], v[1] + g[1], v[2] + g[2], v[3] + g[3]]
+        if count(d, *last) >= w:
+            takers.add(n)
+        elif count(d, *v) >= 1:
+            barrier = min(barrier, (-order._load(n, last[0], last[1], last[3]), n))
+    if x_takes and not x_key > barrier:
+        return False
+
+    gw = w * d.gpu  # the GPUs of w workers: a node with fewer holds fewer (`_count`)
+
+    def behind(n: int, v: list) -> bool | None:
+        """Whether node n, holding w workers with free values v, is behind the barrier
+        (None: it does not hold w)."""
+        if v[3] < gw or count(d, *v) < w:
+            return None
+        return (-order._load(n, v[0], v[1], v[3]), n) > barrier
+
+    for n in list(takers):  # before the first release
+        got = behind(n, start[n])
+        if got is False:
+            return False
+        if got:
+            takers.discard(n)  # behind the barrier from then on
+    for job in releases:
+        if not takers:
+            break
+        for n, cpu, mem, bw, gpu in job:  # (a node once per job)
+            if n in takers:
+                v = start[n]
+                v[0] += cpu
+                v[1] += mem
+                v[2] += bw
+                v[3] += gpu
+                got = behind(n, v)
+                if got is False:
+                    return False
+                if got:
+                    takers.discard(n)
+    return True
+
+
 @settings(max_examples=400, deadline=None)
 @given(free=_FREE, jobs=st.lists(_JOB, max_size=8), worker=_WORKER)
 @example(free=[(0, 0, 0, 0)] * 15 + [(16, 64, 0, 4)], jobs=[[(3, 2, 8, 0, 2)]],
@@ -203,7 +284,9 @@ def test_never_one_node_only_where_every_state_spreads(free, jobs, worker):
                 v[k] += x
         releases.append(tuple(map(tuple, per.values())))
     order = placers.WorkerOrder(cluster, copy.deepcopy(cap), pack)
-    certain = order.never_one_node(d, w, releases)
+    certain = order.never_one_node(d, w, _arrays(releases))
+    # the compiled walk answers as the Python code it replaced (branch tires10)
+    assert certain == _never_one_node_python(placers.WorkerOrder(cluster, copy.deepcopy(cap), pack), d, w, releases)
     placed = []
     for k in range(len(releases) + 1):
         got = placers.WorkerOrder(cluster, copy.deepcopy(cap), pack).nodes(d, w, 1)
@@ -216,7 +299,34 @@ def test_never_one_node_only_where_every_state_spreads(free, jobs, worker):
                 cap.gpu[n] += gpu
     event(f"certain {certain}, placed at some state {any(placed)}")
     assert not (certain and any(placed))
-    assert not placers.WorkerOrder(cluster, cap, consolidate).never_one_node(d, w, releases)
+    assert not placers.WorkerOrder(cluster, cap, consolidate).never_one_node(d, w, _arrays(releases))
+
+
+def test_never_one_node_compiled_equals_python():
+    """The compiled walk (branch tires10) answers as the Python code on 3,000 random walks of
+    whole charges: mostly busy nodes given back by up to 30 jobs, as in Tiresias' walks (both
+    answers, and each way the Python code ends, must be reached)."""
+    cluster = two_racks()
+    rng = np.random.default_rng(7)
+    answers = []
+    for _ in range(3000):
+        free = rng.integers(0, 5, size=(16, 4)) * np.array([2, 8, 10**7, 1])
+        free[rng.random(16) < 0.1, :2] -= 2  # a few oversubscribed nodes
+        cap = Capacity(*(free[:, k].astype(float) for k in range(3)), free[:, 3].astype(np.int64))
+        releases = []
+        for _ in range(int(rng.integers(0, 30))):
+            nodes = rng.choice(16, size=int(rng.integers(1, 4)), replace=False)
+            releases.append(tuple((int(n), float(rng.integers(0, 5)), float(4 * rng.integers(0, 5)),
+                                   float(rng.choice([0, 10**7])), int(rng.integers(1, 3))) for n in nodes))
+        d = Demand(cpu=float(rng.choice([0, 1, 2])), mem_gb=float(rng.choice([0, 4])),
+                   bw_MBps=float(rng.choice([0, 10])), gpu=1)
+        w = int(rng.integers(1, 7))
+        order = placers.WorkerOrder(cluster, copy.deepcopy(cap), pack)
+        got = order.never_one_node(d, w, _arrays(releases))
+        assert got == _never_one_node_python(placers.WorkerOrder(cluster, copy.deepcopy(cap), pack),
+                                             d, w, releases)
+        answers.append(got)
+    assert 300 < sum(answers) < 2700  # (1,459 certain)
 
 
 def test_never_one_node_is_certain_on_the_examples():
@@ -226,9 +336,9 @@ def test_never_one_node_is_certain_on_the_examples():
                    np.array([2] + [0] * 15, dtype=np.int64))
     order = placers.WorkerOrder(cluster, cap, pack)
     d = Demand(cpu=1.0, mem_gb=4.0, gpu=1)
-    assert order.never_one_node(d, 4, [((1, 4.0, 16.0, 0.0, 2),), ((2, 2.0, 8.0, 0.0, 2),)])
+    assert order.never_one_node(d, 4, _arrays([((1, 4.0, 16.0, 0.0, 2),), ((2, 2.0, 8.0, 0.0, 2),)]))
     # node 3 given back whole: then it may hold them
-    assert not order.never_one_node(d, 2, [((3, 16.0, 64.0, 0.0, 4),)])
+    assert not order.never_one_node(d, 2, _arrays([((3, 16.0, 64.0, 0.0, 4),)]))
 
 
 def test_integral():
