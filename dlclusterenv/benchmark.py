@@ -101,7 +101,7 @@ class Window(_Strict):
     end: str | float
 
     @model_validator(mode="after")
-    def _same_kind(self) -> Window:
+    def _bounds(self) -> Window:
         for key in ("start", "end"):
             value = getattr(self, key)
             if isinstance(value, str):
@@ -126,6 +126,7 @@ def day_windows(start: dt.date, end: dt.date, every: int, days: int) -> list[tup
 
 
 def _date(text: str, key: str) -> dt.date:
+    """A YYYY-MM-DD day (fromisoformat alone also takes 20171001 and week dates)."""
     if len(text) != 10:
         raise ValueError(f"{key}: {text!r} is not a date (YYYY-MM-DD)")
     try:
@@ -180,7 +181,7 @@ class Split(_Strict):
     @classmethod
     def _not_mixed(cls, data):
         w = data.get("windows") if isinstance(data, dict) else None
-        if isinstance(w, list) and any(isinstance(x, (dict, Sample)) and "sample" in x for x in w):
+        if isinstance(w, list) and any(isinstance(x, dict) and "sample" in x for x in w):
             raise ValueError("windows: a sample {sample: K, ...} stands for the whole list; give it "
                              "as `windows:` itself, not inside a list of windows")
         return data
