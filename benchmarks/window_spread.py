@@ -29,7 +29,7 @@ from agents.learned import env_for
 from agents.train import load_config
 from benchmarks.shape_rules import ORDERS, Rule, instance_of, rule_episode
 from dlclusterenv import make_sim
-from dlclusterenv.benchmark import Window
+from dlclusterenv.benchmark import Window, day_windows
 
 
 def _day(x: str, where: str) -> dt.date:
@@ -37,17 +37,6 @@ def _day(x: str, where: str) -> dt.date:
         return dt.date.fromisoformat(x)
     except ValueError:
         raise SystemExit(f"{where}: {x!r} is not a date (YYYY-MM-DD)") from None
-
-
-def windows(start: dt.date, end: dt.date, every: int, days: int) -> list[tuple[dt.date, dt.date]]:
-    """[d, d + days) for d from start every `every` days, before end."""
-    if every < 1 or days < 1:
-        raise ValueError(f"--every {every}, --days {days}: both must be >= 1")
-    out, d = [], start
-    while d < end:
-        out.append((d, d + dt.timedelta(days=days)))
-        d += dt.timedelta(days=every)
-    return out
 
 
 def split_of(w: tuple[dt.date, dt.date], entry) -> str:
@@ -78,6 +67,8 @@ def main(argv=None) -> None:
     ap.add_argument("--versus", default="gandiva", help="a heuristic, or '' for none")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
+    if a.every < 1 or a.days < 1:
+        raise SystemExit(f"--every {a.every}, --days {a.days}: both must be >= 1")
     parts = a.shape.split("x")
     if len(parts) != 2 or not all(x.isdigit() for x in parts):
         raise SystemExit(f"--shape: {a.shape!r} is not PxW (e.g. 8x8)")
@@ -90,7 +81,7 @@ def main(argv=None) -> None:
     print(f"{inst.key}: {a.shape} in arrival order (s) and each rule's avg JCT / it; seed {a.seed}")
     print(f"  {'window':23s} {'split':5s} {'arrival':>9s} " + " ".join(f"{n[:14]:>14s}" for n in names))
     rows = []
-    for w in windows(_day(a.start, "--start"), _day(a.end, "--end"), a.every, a.days):
+    for w in day_windows(_day(a.start, "--start"), _day(a.end, "--end"), a.every, a.days):
         sc = inst.scenario(Window(start=w[0].isoformat(), end=w[1].isoformat()))
         ref = rule_episode(env_for(cfg, sc), a.seed, Rule(shape, shape))["avg_jct_s"]
         r = {o: rule_episode(env_for(cfg, sc), a.seed, Rule(shape, shape, order=o))["avg_jct_s"] / ref

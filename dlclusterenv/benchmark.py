@@ -2,8 +2,12 @@
 
 A suite (configs/benchmarks/NAME.yaml, validated like every config) lists scenarios, each at one or
 more offered loads (`workload.load`), each with a train split and a held-out test split: seeds, and
-for a trace replay the trace windows (start / end) it replays. The two splits may share neither a
-seed nor a window. Every (scenario, load) is one instance of the suite.
+for a trace replay the trace windows (start / end) it replays, as a list or as a seeded sample
+(`windows: {sample: K, from: DATE, to: DATE, days: D, seed: S}`, `Sample`: K of the D-day tiles of
+[from, to), expanded into the explicit list when the suite is read, so runs, logs, `runs.csv` and
+fingerprints see only the list). The two splits may share neither a seed nor a window, and a test
+window may not overlap a train window in time (they could replay the same jobs). Every (scenario,
+load) is one instance of the suite.
 
 Reference rows, per instance:
 - best constant: the grid `constants.shapes` x `constants.placers` of `baselines.fixed.FixedShape`,
@@ -60,6 +64,7 @@ other staged file is removed, and without `--resume` the stage is cleared.
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import hashlib
 import json
 import math
@@ -70,10 +75,10 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field, StrictInt, model_validator
+from pydantic import Discriminator, Field, StrictInt, Tag, model_validator
 
 from . import schedulers
 from .api import Decision, Scheduler
@@ -81,7 +86,7 @@ from .config import ConfigError, _Strict, read_yaml, resolve, validate
 from .metrics import Metrics
 from .evaluate import (EvaluateError, atomic_write, claim, move_all, policy_key, pool_run, resolve_policies, run_key,
                        signals_held, write_csv)
-from .traces import data_path
+from .traces import _parse_time, data_path
 from .workload import Scenario, load_scenario
 
 SPLITS = ("train", "test")
@@ -95,10 +100,104 @@ class Window(_Strict):
     start: str | float
     end: str | float
 
+    @model_validator(mode="after")
+    def _bounds(self) -> Window:
+        for key in ("start", "end"):
+            value = getattr(self, key)
+            if isinstance(value, str):
+                try:
+                    _parse_time(value)
+                except ValueError as exc:
+                    raise ValueError(f"{key}: {exc}") from None
+        if isinstance(self.start, str) != isinstance(self.end, str):
+            raise ValueError(f"start {self.start!r}, end {self.end!r}: give both as dates or both as seconds")
+        return self
+
+
+def day_windows(start: dt.date, end: dt.date, every: int, days: int) -> list[tuple[dt.date, dt.date]]:
+    """[d, d + days) for d from start every `every` days, before end."""
+    if every < 1 or days < 1:
+        raise ValueError(f"every {every}, days {days}: both must be >= 1")
+    out, d = [], start
+    while d < end:
+        out.append((d, d + dt.timedelta(days=days)))
+        d += dt.timedelta(days=every)
+    return out
+
+
+def _date(text: str, key: str) -> dt.date:
+    """A YYYY-MM-DD day (fromisoformat alone also takes 20171001 and week dates)."""
+    if len(text) != 10:
+        raise ValueError(f"{key}: {text!r} is not a date (YYYY-MM-DD)")
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{key}: {text!r} is not a date (YYYY-MM-DD)") from None
+
+
+class Sample(_Strict):
+    """K windows of `days` days drawn without replacement (numpy's generator seeded by `seed`) from
+    the back-to-back `days`-day tiles of [from, to): many windows per split, fixed by the config before
+    any result is seen, so a split's mean stands for its span rather than for two picked windows.
+    Tiles never overlap, so the windows share no job; they are listed in time order."""
+
+    sample: StrictInt = Field(ge=1, description="how many windows (K)")
+    from_: str = Field(alias="from", description="first day of the range (YYYY-MM-DD), inclusive")
+    to: str = Field(description="end of the range (YYYY-MM-DD), exclusive: the last window ends by it")
+    days: StrictInt = Field(gt=0, description="length of each window in days")
+    seed: StrictInt = Field(default=0, ge=0)
+
+    def tiles(self) -> list[tuple[dt.date, dt.date]]:
+        a, b = _date(self.from_, "from"), _date(self.to, "to")
+        return day_windows(a, b - dt.timedelta(days=self.days - 1), self.days, self.days)
+
+    @model_validator(mode="after")
+    def _fits(self) -> Sample:
+        if _date(self.from_, "from") >= _date(self.to, "to"):
+            raise ValueError(f"from: {self.from_!r} is not before to: {self.to!r}")
+        n = len(self.tiles())
+        if self.sample > n:
+            raise ValueError(f"sample: {self.sample} windows of {self.days} days do not fit in "
+                             f"[{self.from_}, {self.to}): at most {n}")
+        return self
+
+    def windows(self) -> list[Window]:
+        tiles = self.tiles()
+        pick = np.sort(np.random.default_rng(self.seed).choice(len(tiles), self.sample, replace=False))
+        return [Window(start=tiles[i][0].isoformat(), end=tiles[i][1].isoformat()) for i in pick]
+
+
+def _windows_kind(value) -> str:
+    return "sample" if isinstance(value, (dict, Sample)) else "list"
+
 
 class Split(_Strict):
     seeds: list[StrictInt] = Field(min_length=1)
-    windows: list[Window] = Field(default_factory=list, description="trace scenarios only")
+    windows: Annotated[Annotated[list[Window], Tag("list")] | Annotated[Sample, Tag("sample")],
+                       Discriminator(_windows_kind)] = Field(
+        default_factory=list, description="trace scenarios only: a list of windows, or a Sample")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_mixed(cls, data):
+        w = data.get("windows") if isinstance(data, dict) else None
+        if isinstance(w, list) and any(isinstance(x, dict) and "sample" in x for x in w):
+            raise ValueError("windows: a sample {sample: K, ...} stands for the whole list; give it "
+                             "as `windows:` itself, not inside a list of windows")
+        return data
+
+    @model_validator(mode="after")
+    def _expand(self) -> Split:
+        if isinstance(self.windows, Sample):
+            return self.model_copy(update={"windows": self.windows.windows()})
+        return self
+
+
+def _span(w: Window) -> tuple[bool, float, float]:
+    """(dated, start, end) of a window, in seconds: a date and trace seconds are not comparable."""
+    dated = isinstance(w.start, str)
+    sec = (lambda x: _parse_time(x) if isinstance(x, str) else float(x))
+    return dated, sec(w.start), sec(w.end)
 
 
 class Entry(_Strict):
@@ -122,6 +221,13 @@ class Entry(_Strict):
         if both:
             w = next(iter(both))
             raise ValueError(f"test.windows: {w.start!r}..{w.end!r} is also a train window")
+        for w in self.test.windows:
+            kind, a, b = _span(w)
+            for v in self.train.windows:
+                vkind, c, d = _span(v)
+                if kind == vkind and a < d and c < b:
+                    raise ValueError(f"test.windows: {w.start!r}..{w.end!r} overlaps train window "
+                                     f"{v.start!r}..{v.end!r} (the splits could replay the same jobs)")
         if bool(self.train.windows) != bool(self.test.windows):
             raise ValueError("windows: give them for both splits or neither")
         return self

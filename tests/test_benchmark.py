@@ -55,7 +55,7 @@ def _interrupt_after(bm, monkeypatch, n: int):
     return real
 
 
-@pytest.mark.parametrize("name", ["tiny", "v1", "v2", "v3"])
+@pytest.mark.parametrize("name", ["tiny", "v1", "v2", "v3", "v4"])
 def test_shipped_suites_load(name):
     suite, path = load_suite(name)
     assert suite.version >= 1

@@ -4,16 +4,18 @@ import datetime as dt
 
 import pytest
 
-from benchmarks.window_spread import split_of, windows
-from dlclusterenv.benchmark import Split, Window
+from benchmarks.window_spread import main, split_of
+from dlclusterenv.benchmark import Split, Window, day_windows
 
 
 def test_windows_step_by_every_and_stop_before_end():
-    w = windows(dt.date(2017, 10, 1), dt.date(2017, 10, 8), every=3, days=2)
+    w = day_windows(dt.date(2017, 10, 1), dt.date(2017, 10, 8), every=3, days=2)
     assert w == [(dt.date(2017, 10, 1), dt.date(2017, 10, 3)), (dt.date(2017, 10, 4), dt.date(2017, 10, 6)),
                  (dt.date(2017, 10, 7), dt.date(2017, 10, 9))]
-    with pytest.raises(ValueError, match="--every 0"):
-        windows(dt.date(2017, 10, 1), dt.date(2017, 10, 8), every=0, days=2)
+    with pytest.raises(ValueError, match="every 0"):
+        day_windows(dt.date(2017, 10, 1), dt.date(2017, 10, 8), every=0, days=2)
+    with pytest.raises(SystemExit, match="--every 0"):
+        main(["--every", "0"])
 
 
 def test_a_window_is_marked_with_the_split_it_overlaps_and_touching_is_not_overlapping():
