@@ -721,6 +721,9 @@ def test_ctrl_c_in_the_commit_finishes_it_and_exits_130_with_one_line(tmp_path, 
     path = _suite_file(tmp_path, **{"heuristics": ["fifo"], "scenarios.0.loads": [2]})
     out = tmp_path / "out"
     sent = []
+    # a terminal's Ctrl-C handler, as `dlcluster` has it: pytest started as a background job inherits
+    # SIGINT ignored from the shell, which signals_held rightly keeps ignored (exit 0, not 130)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def interrupt():
         if not sent:
@@ -749,7 +752,10 @@ def test_ctrl_c_in_the_commit_finishes_it_and_exits_130_with_one_line(tmp_path, 
 
         monkeypatch.setattr(os, "replace", replace)
     capsys.readouterr()
-    rc = main(["benchmark", str(path), "--out", str(out), "--check"])
+    try:
+        rc = main(["benchmark", str(path), "--out", str(out), "--check"])
+    finally:
+        signal.signal(signal.SIGINT, previous)
     monkeypatch.undo()
     err = capsys.readouterr().err
     assert sent, "the commit's rename was never reached: no interrupt was sent"
