@@ -86,7 +86,7 @@ from .config import ConfigError, _Strict, read_yaml, resolve, validate
 from .metrics import Metrics
 from .evaluate import (EvaluateError, atomic_write, claim, move_all, policy_key, pool_run, resolve_policies, run_key,
                        signals_held, write_csv)
-from .traces import _parse_time, data_path
+from .traces import check_time, data_path, parse_time
 from .workload import Scenario, load_scenario
 
 SPLITS = ("train", "test")
@@ -103,12 +103,7 @@ class Window(_Strict):
     @model_validator(mode="after")
     def _bounds(self) -> Window:
         for key in ("start", "end"):
-            value = getattr(self, key)
-            if isinstance(value, str):
-                try:
-                    _parse_time(value)
-                except ValueError as exc:
-                    raise ValueError(f"{key}: {exc}") from None
+            check_time(key, getattr(self, key))
         if isinstance(self.start, str) != isinstance(self.end, str):
             raise ValueError(f"start {self.start!r}, end {self.end!r}: give both as dates or both as seconds")
         return self
@@ -196,7 +191,7 @@ class Split(_Strict):
 def _span(w: Window) -> tuple[bool, float, float]:
     """(dated, start, end) of a window, in seconds: a date and trace seconds are not comparable."""
     dated = isinstance(w.start, str)
-    sec = (lambda x: _parse_time(x) if isinstance(x, str) else float(x))
+    sec = (lambda x: parse_time(x) if isinstance(x, str) else float(x))
     return dated, sec(w.start), sec(w.end)
 
 

@@ -184,7 +184,7 @@ def _utf8_error(path: Path) -> str:
 _EPOCH = datetime(1970, 1, 1)
 
 
-def _parse_time(text: str) -> float:
+def parse_time(text: str) -> float:
     """Seconds since 1970 of a naive "YYYY-MM-DD[ HH:MM:SS]" time (only differences matter).
 
     The separators are checked first because ``fromisoformat`` also takes week dates and offsets.
@@ -201,6 +201,16 @@ def _parse_time(text: str) -> float:
         raise ValueError(f"{text!r} is not a valid time: {exc}") from None
 
 
+def check_time(key: str, value: str | float) -> None:
+    """A window bound given as text must be a time `parse_time` reads (the error names `key`);
+    seconds pass as they are."""
+    if isinstance(value, str):
+        try:
+            parse_time(value)
+        except ValueError as exc:
+            raise ValueError(f"{key}: {exc}") from None
+
+
 def _parse_philly_row(row: list[str]) -> tuple[float, float, int, str]:
     """(submit, duration, num_gpus, vc) of one CSV row; ValueError("field: why") if malformed.
 
@@ -209,7 +219,7 @@ def _parse_philly_row(row: list[str]) -> tuple[float, float, int, str]:
     """
     try:
         timestamp, duration_s, num_gpus_s, gpu_time_s, cluster = row
-        submit = _parse_time(timestamp.strip())
+        submit = parse_time(timestamp.strip())
         duration, num_gpus, gpu_time = float(duration_s), int(num_gpus_s), float(gpu_time_s)
         cluster = cluster.strip()
         if (
@@ -232,7 +242,7 @@ def _diagnose_philly_row(row: list[str]) -> str:
         if not text:
             return f"{name}: missing value"
     try:
-        _parse_time(values["timestamp"])
+        parse_time(values["timestamp"])
     except ValueError as exc:
         return f"timestamp: {exc}"
     numbers = {}
@@ -267,7 +277,7 @@ def _window_bound(
             raise ValueError(f"{name}: this trace's times are seconds, not dates; give seconds "
                              f"after its first submit, got {value!r}")
         try:
-            return _parse_time(value)
+            return parse_time(value)
         except ValueError as exc:
             raise ValueError(f"{name}: {exc}") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -401,7 +411,7 @@ def _json_time(value: object, name: str) -> float | None:
     if not isinstance(value, str):
         raise ValueError(f"{name}: expected a {_TIME_FORMAT} string or null, got {value!r}")
     try:
-        return _parse_time(value.strip())
+        return parse_time(value.strip())
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from None
 

@@ -57,7 +57,7 @@ from .efficiency import PhiTable
 from .jobs import Job, JobSpec, convergence_epoch
 from .sim import DEFAULT_PACKING
 from .speed import SpeedError, alone_speed, gpu_compute_s
-from .traces import TraceError, TraceSet, TraceWarning, _parse_time, data_path, load_trace
+from .traces import TraceError, TraceSet, TraceWarning, check_time, data_path, load_trace
 
 
 # Workload models take integers strictly (num_jobs: true is not 1), like the env options; inf and
@@ -101,11 +101,7 @@ class TraceWindow(_Strict):
             if isinstance(value, str) and self.format == "alibaba_csv":
                 raise ValueError(f"{key}: {value!r}: alibaba_csv times are seconds; give seconds "
                                  "after the trace's first creation_time")
-            if isinstance(value, str):
-                try:
-                    _parse_time(value)
-                except ValueError as exc:
-                    raise ValueError(f"{key}: {exc}") from None
+            check_time(key, value)
         if self.fractional_gpu is not None and self.format != "alibaba_csv":
             raise ValueError(f"fractional_gpu: only for format alibaba_csv, not {self.format}")
         return self
