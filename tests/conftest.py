@@ -75,6 +75,17 @@ def run_random_episode(env, seed: int, max_steps: int = 100_000):
     raise AssertionError(f"episode did not end within {max_steps} steps")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _sb3_logs_in_pytest_tmp(tmp_path_factory):
+    """stable-baselines3 makes an empty /tmp/SB3-<time> folder at every ``learn()`` without a
+    logger (its ``configure`` falls back to ``SB3_LOGDIR``, then tempdir): point it into pytest's
+    own temporary tree, which pytest prunes, instead of leaving a dozen folders in /tmp per run."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("SB3_LOGDIR", str(tmp_path_factory.mktemp("sb3")))
+    yield
+    patch.undo()
+
+
 @pytest.fixture(params=ENV_IDS)
 def env_id(request) -> str:
     return request.param
