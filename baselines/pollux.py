@@ -108,7 +108,7 @@ class _Residual:
     fit's cost was mostly their per-call overhead; README, branch poll11) and equal to them bit
     for bit: the same float operations in the same order, and `jac` is scipy's forward difference
     (scipy.optimize._numdiff.approx_derivative, method '2-point', default step, with `BOUNDS`).
-    tests/test_baseline_pollux.py compares both with the plain computation."""
+    tests/test_pollux_exact.py compares both with the plain computation."""
 
     def __init__(self, w: np.ndarray, multi: np.ndarray, t: np.ndarray, scale: float):
         self.multi, self.t, self.scale = multi, t, scale
@@ -190,7 +190,8 @@ class _Search:
     def repair(self, s: np.ndarray) -> np.ndarray:
         """Caps, one multi-node job per node, node capacities (priority order `order`)."""
         perm = self.rng.permuted(np.broadcast_to(np.arange(s.shape[2]), s.shape), axis=2)
-        return _repair(s, perm, self.max_cell, self.caps, self.order, self.need, self.room)
+        out = _repair(s, perm, self.max_cell, self.caps, self.order, self.need, self.room)
+        return out.transpose(1, 0, 2)  # numpy's layout (jobs outermost): `fitness`' sums follow it
 
     def mutate(self, s: np.ndarray) -> np.ndarray:
         s = s.copy()
@@ -235,10 +236,11 @@ def _repair(s, perm, max_cell, caps, order, need, room):
     several nodes is; (3) a job gets on each node what still fits of its workers (the node's
     charges of all jobs so far, uncut, against its room, as numpy's cumsum / minimum / diff).
     A loop per individual and job instead of ~40 numpy calls of ~20 us per generation; the same
-    float operations in the same order (tests/test_baseline_pollux.py keeps the numpy code)."""
+    float operations in the same order (tests/test_pollux_exact.py keeps the numpy code). Returns
+    jobs x individuals x nodes: the numpy code's result was laid out so in memory."""
     pop, jobs, nodes = s.shape
     res = need.shape[1]
-    out = np.empty_like(s)
+    out = np.empty((jobs, pop, nodes), dtype=np.int64)
     row = np.empty(nodes, dtype=np.int64)
     for p in range(pop):
         count = np.zeros(nodes, dtype=np.int64)  # jobs on several nodes so far, per node
@@ -265,7 +267,7 @@ def _repair(s, perm, max_cell, caps, order, need, room):
                     acc[n, r] += row[n] * need[j, r]
                     if need[j, r] > 0:
                         k = min(k, np.floor((min(acc[n, r], room[n, r]) - before) / need[j, r] + 1e-9))
-                out[p, j, n] = np.int64(k)
+                out[j, p, n] = np.int64(k)
     return out
 
 

@@ -9,7 +9,7 @@ import pytest
 from scipy.optimize import least_squares
 from scipy.optimize._numdiff import approx_derivative
 
-from baselines.pollux import BOUNDS, SYNC_PRIOR, Pollux, _Residual, _Search, fit_throughput, step_time
+from baselines.pollux import BOUNDS, SYNC_PRIOR, Pollux, _Residual, _Search, fit_throughput, fitness, step_time
 from dlclusterenv.workload import load_scenario
 
 from helpers import decision_digest
@@ -103,6 +103,12 @@ def test_repair_equals_the_numpy_repair_and_draws_alike():
         s = rng.integers(0, 9, (int(rng.integers(1, 60)), jobs, nodes))
         got, want = a.repair(s), plain_repair(b, s)
         assert got.dtype == want.dtype and (got == want).all()
+        # and laid out alike: numpy's sums in `fitness` follow the layout (a C-ordered result
+        # changed the fitness' last bits, and a Philly run's decisions)
+        assert all(x == y for x, y, d in zip(got.strides, want.strides, got.shape) if d > 1)
+        goodput = rng.random((jobs, int(want.sum(axis=2).max()) + 1, 2))
+        args = (args[0], goodput, rng.random(jobs) + 0.1, rng.random(jobs), -1.0)
+        assert fitness(got, *args).tobytes() == fitness(want, *args).tobytes()
         assert a.rng.random() == b.rng.random()  # the same draws were taken
 
 
