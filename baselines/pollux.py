@@ -301,7 +301,7 @@ class Pollux(Scheduler):
         self._samples: dict[str, dict[tuple[int, bool], list[float]]] = {}
         self._layout: dict[str, tuple[int, bool]] = {}  # (workers, multi-node) given last round
         self._theta: dict[str, tuple[tuple, np.ndarray]] = {}
-        self._fits: dict[tuple, np.ndarray] = {}  # fit inputs -> theta: a job's means often repeat
+        self._fits: dict[tuple, np.ndarray] = {}  # fit inputs (means) -> theta: 1 fit in 10 repeats one
         self._restarts: Counter[str] = Counter()
         self._most: Counter[str] = Counter()  # largest worker count each job has run at
         self._prev: tuple[list[str], np.ndarray] | None = None
