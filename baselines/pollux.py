@@ -64,6 +64,7 @@ from collections import Counter
 import numpy as np
 from scipy.optimize import least_squares
 
+from dlclusterenv._kernels import _jit
 from dlclusterenv.api import ClusterView, Decision, JobView, Scheduler
 from dlclusterenv.placers import Capacity
 
@@ -91,15 +92,52 @@ def fit_throughput(samples: dict[tuple[int, bool], float]) -> np.ndarray:
     multi = np.array([k[1] for k in samples])
     t = w / np.array(list(samples.values()))  # seconds per iteration
     scale = float(t.min())
-
-    def resid(x):
-        th = np.concatenate([x[:5] * scale, x[5:]])
-        return np.concatenate([np.log(step_time(th, w, multi) / t), SYNC_PRIOR * x[1:5]])
-
-    x0 = np.array([1.0, 0.0, 0.0, 0.0, 0.0, 1.0])
-    lo, hi = [1e-6, 0, 0, 0, 0, 1.0], [np.inf, np.inf, np.inf, np.inf, np.inf, 10.0]
-    x = least_squares(resid, x0, bounds=(lo, hi)).x
+    resid = _Residual(w, multi, t, scale)
+    x = least_squares(resid, X0, jac=resid.jac, bounds=BOUNDS).x
     return np.concatenate([x[:5] * scale, x[5:]])
+
+
+X0 = np.array([1.0, 0.0, 0.0, 0.0, 0.0, 1.0])  # the fit's start: no sync time, g = 1
+BOUNDS = (np.array([1e-6, 0, 0, 0, 0, 1.0]), np.array([np.inf, np.inf, np.inf, np.inf, np.inf, 10.0]))
+REL_STEP = np.finfo(float).eps ** 0.5  # scipy's relative step for '2-point' differences
+
+
+class _Residual:
+    """The fit's residuals (log of the modelled over the measured step time, and the pull of the
+    sync terms to 0) and their Jacobian, cheaper than `step_time` plus scipy's jac='2-point' (the
+    fit's cost was mostly their per-call overhead; README, branch poll11) and equal to them bit
+    for bit: the same float operations in the same order, and `jac` is scipy's forward difference
+    (scipy.optimize._numdiff.approx_derivative, method '2-point', default step, with `BOUNDS`).
+    tests/test_pollux_exact.py compares both with the plain computation."""
+
+    def __init__(self, w: np.ndarray, multi: np.ndarray, t: np.ndarray, scale: float):
+        self.multi, self.t, self.scale = multi, t, scale
+        self.w2, self.many = w - 2, w > 1
+        self.last: tuple[bytes, np.ndarray] | None = None  # jac is asked at the point just evaluated
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        tg, al, bl, dan, dbn = x[:5] * self.scale
+        g = x[5]
+        sync = np.where(self.multi, al + dan + (bl + dbn) * self.w2, al + bl * self.w2)
+        sync = np.where(self.many, np.maximum(sync, 0.0), 0.0)
+        f = np.concatenate([np.log((tg**g + sync**g) ** (1.0 / g) / self.t), SYNC_PRIOR * x[1:5]])
+        self.last = (x.tobytes(), f)
+        return f
+
+    def jac(self, x: np.ndarray) -> np.ndarray:
+        f0 = self.last[1] if self.last is not None and self.last[0] == x.tobytes() else self(x)
+        lb, ub = BOUNDS
+        h = REL_STEP * ((x >= 0).astype(float) * 2 - 1) * np.maximum(1.0, np.abs(x))
+        lower, upper = x - lb, ub - x
+        fitting = np.abs(h) <= np.maximum(lower, upper)
+        h[((x + h < lb) | (x + h > ub)) & fitting] *= -1  # a step out of bounds goes the other way
+        h = np.where(~fitting & (upper >= lower), upper, np.where(~fitting, -lower, h))
+        jt = np.empty((len(x), len(f0)))
+        for i in range(len(x)):
+            x1 = x.copy()
+            x1[i] = x[i] + h[i]
+            jt[i] = (self(x1) - f0) / ((x[i] + h[i]) - x[i])
+        return jt.T  # scipy's layout (a transposed view) too
 
 
 # ----------------------------------------------------------------------------- fitness
@@ -151,26 +189,9 @@ class _Search:
 
     def repair(self, s: np.ndarray) -> np.ndarray:
         """Caps, one multi-node job per node, node capacities (priority order `order`)."""
-        s = np.minimum(s, self.max_cell)
         perm = self.rng.permuted(np.broadcast_to(np.arange(s.shape[2]), s.shape), axis=2)
-        sp = np.take_along_axis(s, perm, axis=2)  # each job's cap filled over nodes in random order
-        sp = np.diff(np.minimum(np.cumsum(sp, axis=2), self.caps[None, :, None]), axis=2, prepend=0)
-        s = np.empty_like(sp)
-        np.put_along_axis(s, perm, sp, axis=2)
-        s = s[:, self.order]
-        multi = (s > 0).sum(axis=2) > 1
-        clash = np.cumsum((s > 0) & multi[:, :, None], axis=1) > 1
-        s[clash] = 0
-        use = np.cumsum(s[..., None] * self.need[self.order][None, :, None, :], axis=1)
-        use = np.minimum(use, self.room[None, None])
-        use = np.diff(use, axis=1, prepend=0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            n = np.where(self.need[self.order][None, :, None, :] > 0,
-                         np.floor(use / self.need[self.order][None, :, None, :] + 1e-9), np.inf)
-        s = np.minimum(n.min(axis=3), s).astype(np.int64)
-        out = np.empty_like(s)
-        out[:, self.order] = s
-        return out
+        out = _repair(s, perm, self.max_cell, self.caps, self.order, self.need, self.room)
+        return out.transpose(1, 0, 2)  # numpy's layout (jobs outermost): `fitness`' sums follow it
 
     def mutate(self, s: np.ndarray) -> np.ndarray:
         s = s.copy()
@@ -207,6 +228,49 @@ class _Search:
         return pop  # best first
 
 
+@_jit
+def _repair(s, perm, max_cell, caps, order, need, room):
+    """`_Search.repair` after its random draw, compiled: in each individual, (1) each job's row is
+    cut to max_cell and its cap is filled over the nodes in the order `perm` draws; then, jobs in
+    priority order `order`: (2) a job on several nodes loses the nodes where an earlier one on
+    several nodes is; (3) a job gets on each node what still fits of its workers (the node's
+    charges of all jobs so far, uncut, against its room, as numpy's cumsum / minimum / diff).
+    A loop per individual and job instead of ~40 numpy calls of ~20 us per generation; the same
+    float operations in the same order (tests/test_pollux_exact.py keeps the numpy code). Returns
+    jobs x individuals x nodes: the numpy code's result was laid out so in memory."""
+    pop, jobs, nodes = s.shape
+    res = need.shape[1]
+    out = np.empty((jobs, pop, nodes), dtype=np.int64)
+    row = np.empty(nodes, dtype=np.int64)
+    for p in range(pop):
+        count = np.zeros(nodes, dtype=np.int64)  # jobs on several nodes so far, per node
+        acc = np.zeros((nodes, res))  # charges so far, per node and resource
+        for jo in range(jobs):
+            j = order[jo]
+            total = 0
+            for q in range(nodes):  # (1)
+                n = perm[p, j, q]
+                before = min(total, caps[j])
+                total += min(s[p, j, n], max_cell[j, n])
+                row[n] = min(total, caps[j]) - before
+            used = 0
+            for n in range(nodes):
+                used += row[n] > 0
+            for n in range(nodes):
+                if used > 1 and row[n] > 0:  # (2)
+                    count[n] += 1
+                if count[n] > 1:
+                    row[n] = 0
+                k = float(row[n])
+                for r in range(res):  # (3)
+                    before = min(acc[n, r], room[n, r]) if jo else 0.0  # numpy: diff(prepend=0)
+                    acc[n, r] += row[n] * need[j, r]
+                    if need[j, r] > 0:
+                        k = min(k, np.floor((min(acc[n, r], room[n, r]) - before) / need[j, r] + 1e-9))
+                out[j, p, n] = np.int64(k)
+    return out
+
+
 # ----------------------------------------------------------------------------- the scheduler
 class Pollux(Scheduler):
     """PolluxSched (Sec. 4.2) on the engine; see the module docstring."""
@@ -237,6 +301,7 @@ class Pollux(Scheduler):
         self._samples: dict[str, dict[tuple[int, bool], list[float]]] = {}
         self._layout: dict[str, tuple[int, bool]] = {}  # (workers, multi-node) given last round
         self._theta: dict[str, tuple[tuple, np.ndarray]] = {}
+        self._fits: dict[tuple, np.ndarray] = {}  # fit inputs (means) -> theta: 1 fit in 10 repeats one
         self._restarts: Counter[str] = Counter()
         self._most: Counter[str] = Counter()  # largest worker count each job has run at
         self._prev: tuple[list[str], np.ndarray] | None = None
@@ -261,7 +326,10 @@ class Pollux(Scheduler):
             key = tuple(sorted((k, len(v)) for k, v in samples.items()))
             cached = self._theta.get(job.job_id)
             if cached is None or cached[0] != key:
-                theta = fit_throughput({k: float(np.mean(v)) for k, v in samples.items()})
+                means = tuple((k, float(np.mean(v))) for k, v in samples.items())
+                theta = self._fits.get(means)
+                if theta is None:
+                    theta = self._fits[means] = fit_throughput(dict(means))
                 self._theta[job.job_id] = cached = (key, theta)
             ww = np.maximum(w, 1)
             thr = np.stack([ww / step_time(cached[1], ww, False), ww / step_time(cached[1], ww, True)], 1)
