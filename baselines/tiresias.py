@@ -593,6 +593,11 @@ class Tiresias(Scheduler):
             rkeys = [(q, g, False, st.seq) for q, g, st in zip(queues, ngis, sts)]
             order = sorted(range(len(ids)), key=rkeys.__getitem__)
             ordered, okeys = [running[ids[i]] for i in order], [rkeys[i] for i in order]
+        if not self._waiting:  # no job to admit (half the Philly week's decision points): the
+            self._starting = {}  # round's decision, empty, without the round; the failures
+            d = Decision()  # kept (`_failed`) stay true in the state they were found in
+            self._remember(view, d)
+            return d
         admission = Admission(
             view, ordered, key, self.placer, lambda j: self.servers(view, j), okeys, self._worder,
             kept=True,
