@@ -538,6 +538,10 @@ class Job:
             return
         epochs = [k for a, b in self._loss_due for k in range(a, b + 1)]
         self._loss_due.clear()
-        if self.rng is None:  # the first draw (`seed`)
+        self._loss += self._loss_points(epochs, self.generator().standard_normal(len(epochs)).tolist())
+
+    def generator(self) -> np.random.Generator:
+        """The loss generator of a job in the system (made from `seed` at its first use)."""
+        if self.rng is None:
             self.rng = np.random.default_rng(self.seed)
-        self._loss += self._loss_points(epochs, self.rng.standard_normal(len(epochs)).tolist())
+        return self.rng
