@@ -143,6 +143,14 @@ Python over the ~180 charges a walk gives back) is one compiled pass over the ke
 arrays (`_Running.charges`), the same operations as the Python code (kept in
 tests/test_placers.py as its oracle). Decisions unchanged (logs byte-equal to main's: fifo, LAS
 and 2D-Gittins on `default` seeds 0-2 and the all-VC day, LAS on all VCs 2017-10-01..04).
+Issue 14, branch tires11: a decision point where no job waits (after the queues are updated:
+13,554 of the all-VC week's 24,741) returns the empty decision without an Admission round (its
+capacity copy, `state()` and set-up); the failures kept from the last round stay as they were,
+true in the state they were found in. The running set's diff is made over the run between the
+old and new id lists' common head and tail (`speed.common_run`), not over every running id.
+Decisions unchanged (decision_log.py logs byte-equal to main's: fifo, LAS and 2D-Gittins on
+`default` seeds 0-2 and the all-VC day, LAS on all VCs 2017-10-01..04;
+tests/test_tiresias_cost.py checks the skip against a run making every round).
 """
 
 from __future__ import annotations
