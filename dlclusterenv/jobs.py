@@ -222,8 +222,9 @@ class Job:
     ledger: Ledger | None = field(default=None, repr=False)
     row: int = 0
     # with `rng` None: the generator's seed, `np.random.default_rng(seed)` made at the first loss
-    # draw (the engine's jobs: making a generator per arriving job cost ~14 us, and most Philly
-    # jobs never draw; the same draws whenever it is made)
+    # draw (the engine's jobs: making a generator per arriving job cost ~14 us, and a job draws
+    # only when its losses are read, which Tiresias does not do for running jobs; the same draws
+    # whenever it is made)
     seed: object = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
