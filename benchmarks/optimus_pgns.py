@@ -96,8 +96,8 @@ def bias_stream(k: int):
     of every (job, p, w) redrawn, all else equal (one more draw of the noise Optimus reads)."""
     def draw_bias(self) -> None:
         key = (self.num_ps, self.num_workers)
-        seed = self.rng.bit_generator.seed_seq
-        child = np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, *key, k))
+        entropy, spawn_key = self.seed_key()
+        child = np.random.SeedSequence(entropy, spawn_key=(*spawn_key, *key, k))
         self._bias[key] = self.ledger.bias[self.row] = 1.0 + 0.02 * float(np.random.default_rng(child).standard_normal())
 
     return draw_bias

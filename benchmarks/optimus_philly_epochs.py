@@ -94,7 +94,7 @@ def _bias_from_loss_stream(self) -> None:
     it is not the one the job held; this script reads avg JCTs only, which do not read it."""
     self._draw_losses()
     key = (self.num_ps, self.num_workers)
-    self._bias[key] = self.ledger.bias[self.row] = 1.0 + 0.02 * float(self.rng.standard_normal())
+    self._bias[key] = self.ledger.bias[self.row] = 1.0 + 0.02 * float(self.generator().standard_normal())
 
 
 def stats(s: LoggedOptimus) -> dict:

@@ -189,7 +189,7 @@ class Job:
     spec: JobSpec
     model: ModelSpec
     # the job's loss draws, and the seed of its speed biases (draw_bias); None once it ended
-    # (release_losses)
+    # (release_losses), or until its first draw where `seed` is given
     rng: np.random.Generator | None
     total_epochs: int
     rel_delta: float = 0.0  # the job's stopping threshold (see stop_delta)
@@ -221,6 +221,11 @@ class Job:
     # its own gets a ledger of its own
     ledger: Ledger | None = field(default=None, repr=False)
     row: int = 0
+    # with `rng` None: the generator's seed, `np.random.default_rng(seed)` made at the first loss
+    # draw (the engine's jobs: making a generator per arriving job cost ~14 us, and a job draws
+    # only when its losses are read, which Tiresias does not do for running jobs; the same draws
+    # whenever it is made)
+    seed: object = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.job_id = self.spec.job_id
@@ -229,7 +234,10 @@ class Job:
         if self.ledger is None:
             self.ledger, self.row = Ledger(1), 0
         self.ledger.total[self.row] = self.total_steps
-        self._rng_start = self.rng.bit_generator.state  # before any draw: replays the losses
+        if self.rng is None and self.seed is None:
+            raise ValueError(f"job {self.job_id}: rng or seed must be given (the loss generator or its seed)")
+        # before any draw: replays the losses (a lazy generator's start is its seed's)
+        self._rng_start = None if self.rng is None else self.rng.bit_generator.state
         # measured speeds of (p, w)s run before; the current one's accumulates in the ledger
         # while `_obs_live` (see _obs_out)
         self._obs_speed: dict[tuple[int, int], float] = {}
@@ -326,10 +334,18 @@ class Job:
         drawn from the loss generator (as before branch bias7) it moved with the number of epochs
         ended before a resize, and the loss generator now draws losses only."""
         key = (self.num_ps, self.num_workers)
-        seed = self.rng.bit_generator.seed_seq
-        child = np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, *key))
+        entropy, spawn_key = self.seed_key()
+        child = np.random.SeedSequence(entropy, spawn_key=(*spawn_key, *key))
         z = np.random.default_rng(child).standard_normal()
         self._bias[key] = self.ledger.bias[self.row] = 1.0 + 0.02 * float(z)
+
+    def seed_key(self) -> tuple:
+        """(entropy, spawn key) of the loss generator's SeedSequence, without making the
+        generator where it is made lazily (`seed`)."""
+        if self._rng_start is None:
+            return self.seed, ()
+        seq = self.rng.bit_generator.seed_seq
+        return seq.entropy, seq.spawn_key
 
     @cached_property
     def steps_per_epoch(self) -> int | float:
@@ -504,8 +520,11 @@ class Job:
         if not n:  # no epoch ended
             return []
         start = self._rng_start
-        rng = np.random.Generator(getattr(np.random, start["bit_generator"])())
-        rng.bit_generator.state = start
+        if start is None:  # made from `seed`: replayed from it
+            rng = np.random.default_rng(self.seed)
+        else:
+            rng = np.random.Generator(getattr(np.random, start["bit_generator"])())
+            rng.bit_generator.state = start
         return self._loss_points(range(1, n + 1), rng.standard_normal(n).tolist())
 
     def _loss_points(self, epochs, z: list[float]) -> list[tuple[int, float]]:
@@ -520,4 +539,10 @@ class Job:
             return
         epochs = [k for a, b in self._loss_due for k in range(a, b + 1)]
         self._loss_due.clear()
-        self._loss += self._loss_points(epochs, self.rng.standard_normal(len(epochs)).tolist())
+        self._loss += self._loss_points(epochs, self.generator().standard_normal(len(epochs)).tolist())
+
+    def generator(self) -> np.random.Generator:
+        """The loss generator of a job in the system (made from `seed` at its first use)."""
+        if self.rng is None:
+            self.rng = np.random.default_rng(self.seed)
+        return self.rng

@@ -250,7 +250,8 @@ class Simulator:
             job = Job(
                 spec=s,
                 model=model,
-                rng=np.random.default_rng([self.seed, self._next_arrival]),
+                rng=None,
+                seed=[self.seed, self._next_arrival],  # its generator made at its first draw
                 total_epochs=job_epochs(model, s),
                 ledger=self._ledger,
                 row=self._next_arrival,

@@ -229,10 +229,11 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
 _PLAN = attrgetter("plan")
 
 
-def _common(x: list, y: list, n: int, tail: bool) -> int:
-    """How many plans, up to n, lists x and y share at their head (or tail): a bisection over
-    slice comparisons, each an identity check per element in C (JobPlan compares by identity),
-    about n element checks in all instead of a Python-level call per element."""
+def common_run(x: list, y: list, n: int, tail: bool) -> int:
+    """How many elements, up to n, lists x and y share at their head (or tail): a bisection over
+    slice comparisons, each an element compare in C (an identity check for plans: JobPlan
+    compares by identity), about n element checks in all instead of a Python-level call per
+    element. (PlanStack's splice; Tiresias' diff of the running ids.)"""
     lo, hi = 0, n  # x and y share lo plans; they share no more than hi
     nx, ny = len(x), len(y)
     while lo < hi:
@@ -283,8 +284,8 @@ class PlanStack:
             return self
         n_min = min(n_old, n_new)
         # the common head and tail (first plans that differ, from either end)
-        a = _common(old, plans, n_min, False)
-        b = _common(old, plans, n_min - a, True)
+        a = common_run(old, plans, n_min, False)
+        b = common_run(old, plans, n_min - a, True)
         if 2 * (n_new - a - b) > n_new:  # most changed: gather them all
             self.plans = list(plans)
             self.consts = np.array([p.consts for p in plans], dtype=float).reshape(n_new, _N_CONSTS)

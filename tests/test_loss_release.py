@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 import baselines
 import dlclusterenv
 from dlclusterenv.api import Scheduler
 from dlclusterenv.benchmark import instances, load_suite
-from dlclusterenv.jobs import DONE, Job
+from dlclusterenv.jobs import DONE, Job, JobSpec
 
 from helpers import needs_philly
 
@@ -121,3 +122,45 @@ def test_no_epoch_repeats_on_a_philly_window_with_efficiency():
         check = Check(policy)
         m = dlclusterenv.make_sim(sc, seed).run(check)
         assert check.repeated == set() and m.summary()["jobs_unfinished"] == 0, policy
+
+
+def test_a_lazily_seeded_job_draws_as_its_generator_would():
+    """The engine's jobs make their loss generator at their first loss draw (Job.seed, branch
+    tires11: ~14 us per arriving job, and most Philly jobs never draw): before it none is made,
+    and the losses, their replay after the end and the speed biases are those of
+    np.random.default_rng([seed, arrival index]) made at arrival (as main did: the n-th normal
+    draw is epoch n's noise; a bias is the (p, w) child of that generator's seed sequence)."""
+    sim = dlclusterenv.make_sim("default", 3)
+    fifo = baselines.make("fifo")
+    fifo.reset(3)
+    for _ in range(40):
+        sim.decide(fifo)
+        sim.advance()
+    jobs = list(sim.jobs.values())
+    running = [j for j in jobs if j.status == "running"]
+    assert running and all(j.rng is None and j._bias for j in running)  # a bias, no loss drawn
+    assert all(j.rng is None for j in jobs if j.status == "pending")
+    drawn = 0
+    for job in jobs:
+        seq = np.random.SeedSequence([3, job.row])
+        for key, bias in job._bias.items():
+            z = np.random.default_rng(np.random.SeedSequence([3, job.row], spawn_key=key)).standard_normal()
+            assert bias == 1.0 + 0.02 * float(z)
+        n = len(job.obs_loss)
+        want = job._loss_points(range(1, n + 1), np.random.default_rng(seq).standard_normal(n).tolist())
+        assert job.obs_loss == want
+        drawn += n
+    assert drawn > 0
+    sim.run(fifo)  # (run() resets: the whole episode, then every job's replay)
+    for job in sim.jobs.values():
+        n = len(job.obs_loss)
+        assert job.status == DONE and job.rng is None and n == job.total_epochs
+        want = job._loss_points(range(1, n + 1), np.random.default_rng([3, job.row]).standard_normal(n).tolist())
+        assert job.obs_loss == want
+
+
+def test_a_job_without_generator_or_seed_is_refused():
+    spec = JobSpec("j", "m", 0.0, 1, 1)
+    model = dlclusterenv.make_sim("default", 0).zoo.models
+    with pytest.raises(ValueError, match="rng or seed"):
+        Job(spec, next(iter(model.values())), None, 1)

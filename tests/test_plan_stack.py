@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import baselines
 import dlclusterenv
-from dlclusterenv.speed import PlanStack, _common, job_plan
+from dlclusterenv.speed import PlanStack, common_run, job_plan
 
 
 def _full(plans):
@@ -56,12 +56,12 @@ def test_splices_equal_a_full_gather():
 @given(st.lists(st.integers(0, 3), max_size=40), st.lists(st.integers(0, 3), max_size=40),
        st.integers(0, 45))
 def test_common_head_and_tail_as_a_scan(xs, ys, cap):
-    """speed._common (a bisection over slice compares) finds the common head and tail, up to n,
+    """speed.common_run (a bisection over slice compares) finds the common head and tail, up to n,
     that a scan element by element finds; objects compare by identity, as plans do."""
     pool = [object() for _ in range(4)]
     x, y = [pool[i] for i in xs], [pool[i] for i in ys]
     n = min(cap, len(x), len(y))
     head = next((i for i in range(n) if x[i] is not y[i]), n)
     tail = next((i for i in range(n) if x[-1 - i] is not y[-1 - i]), n)
-    assert _common(x, y, n, False) == head
-    assert _common(x, y, n, True) == tail
+    assert common_run(x, y, n, False) == head
+    assert common_run(x, y, n, True) == tail

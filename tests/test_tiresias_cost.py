@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +19,7 @@ from baselines.tiresias import Admission, Tiresias, TiresiasGittins, gittins_ind
 from dlclusterenv import make_sim
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from decision_log import decision_log  # noqa: E402
 from overload import overloaded  # noqa: E402
 
 
@@ -116,3 +118,44 @@ def test_kept_counts_equal_counts_made_anew(monkeypatch):
         sched.decide = watch
         assert sim.run(sched).jobs_finished == 60
         assert preempted and CheckedAdmission.reads > 100
+
+
+class _RoundAlways(dict):
+    """Waiting buckets that read as non-empty when empty: every decision makes its round."""
+
+    def __bool__(self) -> bool:
+        return True
+
+
+def _with_every_round(cls):
+    class EveryRound(cls):
+        def reset(self, seed=None):
+            super().reset(seed)
+            self._waiting = _RoundAlways()
+
+    return EveryRound
+
+
+@pytest.mark.parametrize("cls", [Tiresias, TiresiasGittins])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_no_round_where_no_job_waits_decides_as_the_round(monkeypatch, cls, seed):
+    """Where no job waits, Tiresias returns the empty decision without an Admission round
+    (branch tires11: about half the Philly week's decision points); every decision and finish
+    time equals that of a run making the round at every decision point, and rounds are skipped."""
+    rounds = [0]
+    init = Admission.__init__
+
+    def counted(self, *a, **k):
+        rounds[0] += 1
+        init(self, *a, **k)
+
+    monkeypatch.setattr(Admission, "__init__", counted)
+    made = []
+    logs = []
+    for sched in (cls(), _with_every_round(cls)()):
+        rounds[0] = 0
+        logs.append(decision_log("default", sched, seed))
+        made.append(rounds[0])
+    assert logs[0] == logs[1]
+    points = sum(line.startswith("(") for line in logs[1])  # (a decision point's line)
+    assert made[1] == points > made[0] > 0
