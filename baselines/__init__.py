@@ -16,7 +16,7 @@ from .k8s_default import K8sDefault
 from .na import NA
 from .optimus import Optimus, OptimusOracle
 from .otea import OTEA
-from .pollux import Pollux
+from .pollux import Pollux, PolluxOracle
 from .random_policy import RandomPlacement
 from .srtf import SRTFOracle
 from .tetris import Tetris
@@ -37,6 +37,7 @@ REGISTRY: dict[str, type[Scheduler]] = {
     "optimus-oracle": OptimusOracle,
     "otea": OTEA,
     "pollux": Pollux,
+    "pollux-oracle": PolluxOracle,
     "random": RandomPlacement,
     "srtf-oracle": SRTFOracle,
     "tetris": Tetris,

@@ -316,8 +316,9 @@ class Pollux(Scheduler):
                 self._most[j.job_id] = max(self._most[j.job_id], layout[0])
             self._layout[j.job_id] = layout
 
-    def goodput_table(self, job: JobView, w_max: int) -> np.ndarray:
-        """[w, multi]: goodput (local batches of work per s) at 0..w_max workers, one / many nodes."""
+    def goodput_table(self, job: JobView, w_max: int, view: ClusterView | None = None) -> np.ndarray:
+        """[w, multi]: goodput (local batches of work per s) at 0..w_max workers, one / many nodes,
+        from the fit and the measured phi (`view` is read by `PolluxOracle` only)."""
         w = np.arange(w_max + 1)
         samples = self._samples.get(job.job_id)
         if not samples:  # never measured: a linear guess (only w <= 1 is allowed by the cap)
@@ -361,7 +362,7 @@ class Pollux(Scheduler):
                 if n >= 0:
                     base[i, n] += 1
         w_max = int(max(caps.max(), base.sum(axis=1).max()))
-        goodput = np.stack([self.goodput_table(j, w_max) for j in jobs])
+        goodput = np.stack([self.goodput_table(j, w_max, view) for j in jobs])
         penalty = np.array([self._penalty(view, j) for j in jobs])
         order = np.lexsort(([j.arrival_s for j in jobs], [j.attained_gpu_s for j in jobs]))
         search = _Search(self.rng, base, caps, need, room, order)
@@ -477,3 +478,47 @@ def _worker_layout(job: JobView) -> tuple[int, bool]:
     """(workers, on several nodes) of a placed job."""
     nodes = {t.node for t in job.tasks if t.role != "ps" and t.node >= 0}
     return job.num_workers, len(nodes) > 1
+
+
+class PolluxOracle(Pollux):
+    """Pollux with its goodput exact: the throughput at w workers on one node / on several nodes is
+    `view.oracle.speed` (the job alone) instead of the fit, and the statistical efficiency is
+    `view.oracle.efficiency(job, w)` (the mean over its remaining work) instead of Eq. 7 at the
+    phi measured so far; fair share, fitness, penalty, cap, GA and seeds are Pollux's. The layout
+    read (`oracle_layout`): w workers on the fewest nodes of the most GPUs (nodes by GPU count,
+    most first, ties by index), one node for "one node", else max(2, ceil(w / that count)) nodes,
+    the workers dealt round-robin; a PS job's PS as `Pollux._place_ps` puts them when there is
+    room (the ratio the user asked for, at least 1, round-robin over the worker nodes). The
+    search charges only (w, multi), so the oracle reads one layout per (job, w, multi), cached."""
+
+    name = "pollux-oracle"
+    oracle = True
+
+    def reset(self, seed: int | None = None) -> None:
+        super().reset(seed)
+        self._true: dict[tuple[str, int, bool], float] = {}
+
+    def goodput_table(self, job: JobView, w_max: int, view: ClusterView | None = None) -> np.ndarray:
+        w = np.arange(w_max + 1)
+        thr = np.zeros((w_max + 1, 2))
+        for k in range(1, w_max + 1):
+            for m in (0, 1):
+                key = (job.job_id, k, bool(m))
+                if key not in self._true:
+                    self._true[key] = view.oracle.speed(job.job_id, *oracle_layout(view.cluster, job, k, bool(m)))
+                thr[k, m] = self._true[key]
+        eff = np.array([view.oracle.efficiency(job.job_id, int(k)) if k else 0.0 for k in w])
+        return thr * eff[:, None]
+
+
+def oracle_layout(cluster, job: JobView, w: int, multi: bool) -> tuple[list[int], list[int]]:
+    """(PS nodes, worker nodes) that `PolluxOracle` reads the true speed of (its docstring)."""
+    order = np.argsort(-cluster.gpus, kind="stable")
+    per = max(int(cluster.gpus[order[0]]), 1)
+    n = min(max(2, -(-w // per)), cluster.n_nodes) if multi else 1
+    workers = sorted(int(order[k % n]) for k in range(w))
+    if job.comm != "ps":
+        return [], workers
+    p0, w0 = job.requested
+    spots = list(dict.fromkeys(workers))
+    return [spots[k % len(spots)] for k in range(max(math.ceil(w * p0 / max(w0, 1)), 1))], workers
