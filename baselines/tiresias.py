@@ -570,8 +570,12 @@ class Tiresias(Scheduler):
             moved = self._rekeyed.intersection(placed)  # that stopped or started since, and
             drop = moved.union(self._left)  # those that re-entered a queue, move
             add = moved.difference(self._left).union(self._new)
-        else:
-            drop, add = placed.keys() - running.keys() | self._rekeyed & placed.keys(), None
+        else:  # kept for older jobs (only a run's first point reaches this): made anew, since a
+            # job may have stopped and started again in between and its record be another now
+            order.clear()
+            okeys.clear()
+            placed.clear()
+            drop, add = (), None
         self._las_ids = self._ids
         for jid in drop:
             k = bisect.bisect_left(okeys, placed.pop(jid))
