@@ -484,7 +484,11 @@ class PolluxOracle(Pollux):
     """Pollux with its goodput exact: the throughput at w workers on one node / on several nodes is
     `view.oracle.speed` (the job alone) instead of the fit, and the statistical efficiency is
     `view.oracle.efficiency(job, w)` (the mean over its remaining work) instead of Eq. 7 at the
-    phi measured so far; fair share, fitness, penalty, cap, GA and seeds are Pollux's. The layout
+    phi measured so far; fair share, fitness, penalty, GA and seeds are Pollux's. Its cap is
+    `max_workers` alone: Pollux's growth cap (2x the largest size measured, [ref] max_replicas)
+    guards the fit's optimistic prior at sizes never measured, and the truth has no prior to guard
+    (with the cap kept, the truth moved Pollux's avg JCT by under 1%: README, "A stronger
+    oracle?"). The layout
     read (`oracle_layout`): w workers on the fewest nodes of the most GPUs (nodes by GPU count,
     most first, ties by index), one node for "one node", else max(2, ceil(w / that count)) nodes,
     the workers dealt round-robin; a PS job's PS as `Pollux._place_ps` puts them when there is
@@ -497,6 +501,9 @@ class PolluxOracle(Pollux):
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
         self._true: dict[tuple[str, int, bool], float] = {}
+
+    def cap(self, job: JobView) -> int:
+        return self.max_workers
 
     def goodput_table(self, job: JobView, w_max: int, view: ClusterView | None = None) -> np.ndarray:
         w = np.arange(w_max + 1)

@@ -182,3 +182,13 @@ def test_every_v4_window_holds_its_scenarios_first_n_jobs():
                 for w in getattr(e, split).windows:
                     n = len(load_philly_csv(path, vc=t.vc, start=w.start, end=w.end).jobs)
                     assert n >= t.first_n, (e.name, split, w)
+
+
+# ----------------------------------------------------------------------------- suite v5
+def test_v5_is_v4_with_pollux_oracle_among_the_oracles():
+    v4, _ = load_suite("v4")
+    v5, _ = load_suite("v5")
+    assert (v5.name, v5.version) == ("v5", 5)
+    assert v5.oracles == v4.oracles + ["pollux-oracle"]
+    for key in ("reference", "heuristics", "constants", "qualify", "scenarios"):
+        assert getattr(v5, key) == getattr(v4, key), key

@@ -108,3 +108,17 @@ def test_decides_differently_from_pollux_and_is_deterministic():
 def test_finishes_every_job(scenario):
     m = dlclusterenv.make_sim(scenario, 0).run(baselines.make("pollux-oracle")).summary()
     assert m["jobs_unfinished"] == 0 and m["jobs_finished"] > 0
+
+
+class _Capped(PolluxOracle):
+    """pollux-oracle with Pollux's growth cap (2x the largest size measured) kept."""
+
+    cap = Pollux.cap
+
+
+def test_no_growth_cap_only_max_workers():
+    """The truth has no optimistic prior to guard: a job may get any size up to max_workers, measured
+    or not, and that changes decisions (fails if the oracle keeps Pollux's cap)."""
+    assert PolluxOracle(max_workers=5).cap(None) == 5
+    sc = _default("pgns", 12)
+    assert decision_digest(sc, PolluxOracle(), 0) != decision_digest(sc, _Capped(), 0)
