@@ -251,7 +251,7 @@ class Simulator:
                 spec=s,
                 model=model,
                 rng=None,
-                seed=[self.seed, self._next_arrival],  # its generator made at its first draw
+                seed=(self.seed, self._next_arrival),  # its generator made at its first draw
                 total_epochs=job_epochs(model, s),
                 ledger=self._ledger,
                 row=self._next_arrival,
