@@ -88,3 +88,12 @@ def test_candidates_follow_the_rule_of_their_header():
     busy = next(e for e in suite.scenarios if e.name == "philly-busy")
     assert load_scenario(busy.scenario)[0].cluster == "philly"
     assert [(busy.train.windows[0].start, busy.test.windows[0].start)] == [tuple(d.isoformat() for d in busiest)]
+
+
+def test_the_counter_experiment_is_own_7f04ca_at_4x_and_nothing_else():
+    suite, _ = load_suite(CANDIDATES)
+    counter, _ = load_suite(CANDIDATES.with_name("candidates_counter.yaml"))
+    for key in ("reference", "heuristics", "oracles", "constants", "qualify"):
+        assert getattr(counter, key) == getattr(suite, key), key
+    (e,) = counter.scenarios
+    assert e == next(x for x in suite.scenarios if x.name == "own-7f04ca").model_copy(update={"loads": [4.0]})
