@@ -147,7 +147,7 @@ Issue 14, branch tires11: a decision point where no job waits (after the queues 
 13,554 of the all-VC week's 24,741) returns the empty decision without an Admission round (its
 capacity copy, `state()` and set-up); the failures kept from the last round stay as they were,
 true in the state they were found in. The running set's diff is made over the run between the
-old and new id lists' common head and tail (`speed.common_run`), not over every running id.
+old and new id lists' common head and tail (`speed.common_ends`), not over every running id.
 Decisions unchanged (decision_log.py logs byte-equal to main's: fifo, LAS and 2D-Gittins on
 `default` seeds 0-2 and the all-VC day, LAS on all VCs 2017-10-01..04;
 tests/test_tiresias_cost.py checks the skip against a run making every round).
@@ -169,7 +169,7 @@ from dlclusterenv.api import ClusterView, Decision, JobView, Scheduler
 from dlclusterenv.placers import (
     Capacity, WorkerOrder, add_placement, get_placer, integral, place_job,
 )
-from dlclusterenv.speed import common_run
+from dlclusterenv.speed import common_ends
 
 
 @dataclass
@@ -541,8 +541,7 @@ class Tiresias(Scheduler):
                 # started or left are in the run between their common head and tail (found by
                 # slice compares in C; one start or end per change, ~240 running on Philly)
                 runs, starting, old = self._runs, self._starting, self._ids
-                a = common_run(old, ids, min(len(old), len(ids)), False)
-                b = common_run(old, ids, min(len(old), len(ids)) - a, True)
+                a, b = common_ends(old, ids)
                 was, now = set(old[a : len(old) - b]), set(ids[a : len(ids) - b])
                 self._new, self._left = now - was, was - now
                 self._gone = {jid: runs.pop(jid) for jid in self._left}

@@ -521,13 +521,17 @@ class Job:
         n = self._epochs_ended
         if not n:  # no epoch ended
             return []
+        return self._loss_points(range(1, n + 1), self._start_generator().standard_normal(n).tolist())
+
+    def _start_generator(self) -> np.random.Generator:
+        """A loss generator at its stream's start: made from `seed`, or set to the state recorded
+        before the given generator's first draw."""
         start = self._rng_start
-        if start is None:  # made from `seed`: replayed from it
-            rng = np.random.default_rng(self.seed)
-        else:
-            rng = np.random.Generator(getattr(np.random, start["bit_generator"])())
-            rng.bit_generator.state = start
-        return self._loss_points(range(1, n + 1), rng.standard_normal(n).tolist())
+        if start is None:
+            return np.random.default_rng(self.seed)
+        rng = np.random.Generator(getattr(np.random, start["bit_generator"])())
+        rng.bit_generator.state = start
+        return rng
 
     def _loss_points(self, epochs, z: list[float]) -> list[tuple[int, float]]:
         """(epoch, observed loss) for these epochs and their normal draws (one formula for the
@@ -546,5 +550,5 @@ class Job:
     def generator(self) -> np.random.Generator:
         """The loss generator of a job in the system (made from `seed` at its first use)."""
         if self.rng is None:
-            self.rng = np.random.default_rng(self.seed)
+            self.rng = self._start_generator()
         return self.rng

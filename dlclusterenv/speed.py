@@ -246,6 +246,14 @@ def common_run(x: list, y: list, n: int, tail: bool) -> int:
     return lo
 
 
+def common_ends(x: list, y: list) -> tuple[int, int]:
+    """(head, tail): how many elements lists x and y share at their head, and then at their tail
+    without overlapping the head, so x[head : len(x) - tail] became y[head : len(y) - tail]."""
+    n = min(len(x), len(y))
+    head = common_run(x, y, n, False)
+    return head, common_run(x, y, n - head, True)
+
+
 class PlanStack:
     """The running jobs' plan arrays concatenated in job order, kept between calls of
     `compute_rates`: when a few jobs started, ended or moved in a long list, only the run of jobs
@@ -282,10 +290,7 @@ class PlanStack:
         old, n_old, n_new = self.plans, len(self.plans), len(plans)
         if n_old == n_new and old == plans:  # the same plans (identity, at C speed)
             return self
-        n_min = min(n_old, n_new)
-        # the common head and tail (first plans that differ, from either end)
-        a = common_run(old, plans, n_min, False)
-        b = common_run(old, plans, n_min - a, True)
+        a, b = common_ends(old, plans)  # the plans that differ lie between a head and a tail
         if 2 * (n_new - a - b) > n_new:  # most changed: gather them all
             self.plans = list(plans)
             self.consts = np.array([p.consts for p in plans], dtype=float).reshape(n_new, _N_CONSTS)

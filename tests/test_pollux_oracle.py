@@ -10,6 +10,7 @@ import pytest
 import baselines
 import dlclusterenv
 from baselines.pollux import Pollux, PolluxOracle, oracle_layout
+from benchmarks.pollux_cap import CappedOracle
 from dlclusterenv.workload import load_scenario
 
 from helpers import decision_digest
@@ -110,15 +111,9 @@ def test_finishes_every_job(scenario):
     assert m["jobs_unfinished"] == 0 and m["jobs_finished"] > 0
 
 
-class _Capped(PolluxOracle):
-    """pollux-oracle with Pollux's growth cap (2x the largest size measured) kept."""
-
-    cap = Pollux.cap
-
-
 def test_no_growth_cap_only_max_workers():
     """The truth has no optimistic prior to guard: a job may get any size up to max_workers, measured
     or not, and that changes decisions (fails if the oracle keeps Pollux's cap)."""
     assert PolluxOracle(max_workers=5).cap(None) == 5
     sc = _default("pgns", 12)
-    assert decision_digest(sc, PolluxOracle(), 0) != decision_digest(sc, _Capped(), 0)
+    assert decision_digest(sc, PolluxOracle(), 0) != decision_digest(sc, CappedOracle(), 0)
