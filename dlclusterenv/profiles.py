@@ -535,7 +535,7 @@ def colocation_table(by_gpu: dict[str, list[GavelPair]]) -> dict:
 GANDIVA_PACKING = {"ResNet-50": (9.0, 10.3), "LM": (53.0, 63.8)}
 
 
-def gandiva_packing_check(colocation, batches=None) -> dict:
+def gandiva_packing_check(colocation) -> dict:
     """Predict Gandiva Table 1's packing gain on a P40 (a type Gavel did not measure, so the
     geometric-mean rule applies) with the k-way rule: two copies of the job packed, aggregate
     throughput over time-slicing's (one job's alone speed; the 0.1 s per 60 s switch is ignored).
