@@ -87,6 +87,16 @@ def _load_file(path: str):
     return module
 
 
+def _import_module(name: str):
+    """`module.path` from sys.path, the working directory last: `python -m dlclusterenv.cli` has it
+    on sys.path but the `dlcluster` script (sys.path[0]: the script's folder) has not, and a module
+    there must work either way; last, so an installed module of the same name still wins."""
+    cwd = str(Path.cwd())
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.append(cwd)
+    return importlib.import_module(name)
+
+
 def scheduler_class(spec: str) -> type[Scheduler]:
     """The Scheduler subclass a non-learned spec names; PolicyError if there is none."""
     import baselines
@@ -112,7 +122,7 @@ def scheduler_class(spec: str) -> type[Scheduler]:
         if not where or not attr:
             raise PolicyError(f"policy {spec!r} must be module:Class or path/file.py:Class")
         try:
-            module = _load_file(where) if k == "file" else importlib.import_module(where)
+            module = _load_file(where) if k == "file" else _import_module(where)
         except PolicyError:
             raise
         except Exception as e:

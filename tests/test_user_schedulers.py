@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import importlib.metadata
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,26 @@ def test_file_path_class_in_evaluate(tmp_path, monkeypatch, capsys):
     with open(tmp_path / "ev" / "runs.csv") as f:
         rows = [r for r in csv.DictReader(f) if r["policy"] == "mine.py:Mine"]
     assert [float(r["avg_jct_s"]) for r in rows] == [_reference(0)["avg_jct_s"], _reference(1)["avg_jct_s"]]
+
+
+def test_module_in_the_working_directory_without_it_on_sys_path(tmp_path, monkeypatch, capsys):
+    """The `dlcluster` script, unlike `python -m`, does not put the working directory on sys.path;
+    a `module:Class` there still runs (README: "importable from the working directory")."""
+    (tmp_path / "mine_in_cwd.py").write_text(
+        "from dlclusterenv.api import Decision, Scheduler\n"
+        "from dlclusterenv.placers import get_placer, start_pending\n\n"
+        "class Mine(Scheduler):\n"
+        "    def decide(self, view):\n"
+        "        return start_pending(view, get_placer('pack'), Decision(), blocking=False)\n"
+    )
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "mine_in_cwd", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert main(["evaluate", "--scenario", "tiny", "--policies", "mine_in_cwd:Mine", "--seeds", "1",
+                 "--out", "ev", "--workers", "1"]) == 0
+    sys.modules.pop("mine_in_cwd", None)
+    with open(tmp_path / "ev" / "runs.csv") as f:
+        assert [float(r["avg_jct_s"]) for r in csv.DictReader(f)] == [_reference(0)["avg_jct_s"]]
 
 
 def test_entry_point_name(monkeypatch):
