@@ -27,6 +27,17 @@ def test_no_placeholders():
         assert not re.search(r"\{\.\.\.\}|\[\.\.\.\]|\(\.\.\.\)", code), f"README.md:{line}"
 
 
+def test_code_fences_close():
+    """A fence with text after it does not close its block (CommonMark): the README below it would
+    render as code up to the next fence."""
+    inside = False
+    for n, line in enumerate(README.splitlines(), 1):
+        if line.startswith("```"):
+            assert not inside or line.rstrip() == "```", f"README.md:{n}: text after a closing fence"
+            inside = not inside
+    assert not inside, "README.md ends inside a code block"
+
+
 @pytest.mark.parametrize("line,code", BLOCKS, ids=[f"README.md:{n}" for n, _ in BLOCKS])
 def test_snippet_runs(line, code, tmp_path):
     if "import ray" in code:
