@@ -38,6 +38,22 @@ def test_code_fences_close():
     assert not inside, "README.md ends inside a code block"
 
 
+def test_table_rows_have_their_headers_cells():
+    """A row with another cell count than its table's header is a row put in the wrong table
+    (Benchmarks rows once landed under the overload table, the last table of the file)."""
+    def cells(line):
+        return re.sub(r"`[^`]*`", "", line).replace("\\|", "").strip().strip("|").count("|") + 1
+
+    header = None
+    for n, line in enumerate(README.splitlines(), 1):
+        if not line.startswith("|"):
+            header = None
+        elif header is None:
+            header = cells(line)
+        else:
+            assert cells(line) == header, f"README.md:{n}: {cells(line)} cells, its table's header {header}"
+
+
 @pytest.mark.parametrize("line,code", BLOCKS, ids=[f"README.md:{n}" for n, _ in BLOCKS])
 def test_snippet_runs(line, code, tmp_path):
     if "import ray" in code:
