@@ -2,6 +2,7 @@
 
 from .allocation import AllocationEnv, JointEnv
 from .core import ClusterEnv
+from .grow import GrowEnv
 from .placement import PlacementEnv
 from .share import ShareEnv
 from .vector import (
@@ -13,6 +14,6 @@ from .vector import (
 )
 
 __all__ = [
-    "AllocationEnv", "AllocationVectorEnv", "ClusterEnv", "ClusterVectorEnv", "JointEnv",
+    "AllocationEnv", "AllocationVectorEnv", "ClusterEnv", "GrowEnv", "ClusterVectorEnv", "JointEnv",
     "JointVectorEnv", "PlacementEnv", "PlacementVectorEnv", "ShareEnv", "ShareVectorEnv",
 ]
