@@ -69,10 +69,13 @@ def always(k):
 
 
 def test_growth_two_everywhere_is_pollux_exactly():
+    """Also on a second episode of the same env: Pollux is reset with each episode's seed."""
     env = make()
     assert env.unwrapped.growths[1] == 2.0
     log, _, _ = play(env, always(1))
     assert log == pollux_log()
+    log, _, _ = play(env, always(1), seed=1)
+    assert log == decision_log("tiny", Pollux(), 1)
 
 
 def test_uncapped_everywhere_is_pollux_max_growth_64_and_differs():
@@ -206,4 +209,5 @@ def test_decision_plot_labels_and_job_size_panel():
     fig = shape_choices(recs, [], labels=["x2", "x4", "x8"])
     assert len(fig.axes) == 3 and "asked for" in fig.axes[2].get_xlabel()
     assert [t.get_text() for t in fig.axes[2].get_legend().get_texts()] == ["x2", "x4", "x8"]
-    assert len(shape_choices([{k: v for k, v in r.items() if k != "job_gpus"} for r in recs], [(1, 1), (1, 2), (2, 4)]).axes) == 2
+    plain = [{k: v for k, v in r.items() if k != "job_gpus"} for r in recs]
+    assert len(shape_choices(plain, [(1, 1), (1, 2), (2, 4)]).axes) == 2
