@@ -47,6 +47,7 @@ def test_sb3_check_env(env_id):
 def test_all_ids_registered():
     assert set(ENV_IDS) == {
         "DLCluster-v0", "DLClusterPlace-v0", "DLClusterAlloc-v0", "DLClusterJoint-v0", "DLClusterShare-v0",
+        "DLClusterGrow-v0",
     }
     for env_id in ENV_IDS:
         assert env_id in gym.registry
