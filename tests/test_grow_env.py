@@ -93,7 +93,7 @@ def test_growths_option_sets_what_is_offered():
 
 
 def test_spaces_and_masks():
-    env = make(max_jobs=8)
+    env = make(max_jobs=8, must_choose=True)
     u = env.unwrapped
     obs, _ = env.reset(seed=0)
     assert env.action_space.n == 5 * 8 + 1 and obs["growth"].shape == (8, 6)
@@ -113,6 +113,19 @@ def test_spaces_and_masks():
     before = dict(u.pollux.growth)
     _, r, _, _, info = env.step(bad)
     assert info["invalid_action"] and r <= -1.0 and u.pollux.growth == before
+
+
+def test_end_of_round_leaves_pollux_own_cap_unless_must_choose():
+    """By default end of round is valid and leaves the awaiting jobs at Pollux's x2 (asked again
+    next round): ending every round is Pollux exactly. must_choose masks it while a job awaits."""
+    env = make()
+    env.reset(seed=0)
+    assert env.unwrapped.awaiting() and env.unwrapped.action_masks()[-1]
+    log, _, _ = play(env, lambda u, mask: len(mask) - 1)
+    assert log == pollux_log() and not env.unwrapped.pollux.growth
+    strict = make(must_choose=True)
+    strict.reset(seed=0)
+    assert strict.unwrapped.awaiting() and not strict.unwrapped.action_masks()[-1]
 
 
 def test_same_seed_same_trajectory():
@@ -211,3 +224,8 @@ def test_decision_plot_labels_and_job_size_panel():
     assert [t.get_text() for t in fig.axes[2].get_legend().get_texts()] == ["x2", "x4", "x8"]
     plain = [{k: v for k, v in r.items() if k != "job_gpus"} for r in recs]
     assert len(shape_choices(plain, [(1, 1), (1, 2), (2, 4)]).axes) == 2
+
+
+def test_bad_must_choose_names_the_option():
+    with pytest.raises(ConfigError, match="must_choose"):
+        make(must_choose="yes")

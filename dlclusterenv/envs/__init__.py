@@ -8,12 +8,13 @@ from .share import ShareEnv
 from .vector import (
     AllocationVectorEnv,
     ClusterVectorEnv,
+    GrowVectorEnv,
     JointVectorEnv,
     PlacementVectorEnv,
     ShareVectorEnv,
 )
 
 __all__ = [
-    "AllocationEnv", "AllocationVectorEnv", "ClusterEnv", "GrowEnv", "ClusterVectorEnv", "JointEnv",
+    "AllocationEnv", "AllocationVectorEnv", "ClusterEnv", "GrowEnv", "GrowVectorEnv", "ClusterVectorEnv", "JointEnv",
     "JointVectorEnv", "PlacementEnv", "PlacementVectorEnv", "ShareEnv", "ShareVectorEnv",
 ]

@@ -18,7 +18,7 @@ from gymnasium import spaces
 from pydantic import field_validator
 
 from ..api import Decision
-from .core import ClusterEnv, Options
+from .core import Bool, ClusterEnv, Options
 
 GROWTHS = (1.0, 2.0, 4.0, 8.0, 64.0)  # 2: Pollux's own; 64: only max_workers (64) caps
 GROW_F = 6  # features of the `growth` observation rows
@@ -26,6 +26,7 @@ GROW_F = 6  # features of the `growth` observation rows
 
 class GrowOptions(Options):
     growths: Any = GROWTHS
+    must_choose: Bool = False
 
     @field_validator("growths")
     @classmethod
@@ -65,9 +66,12 @@ class GrowEnv(ClusterEnv):
     ## Action Space
     `Discrete(len(growths) * max_jobs + 1)`: (slot, growth k) at slot * len(growths) + k, last =
     end of round (the alloc layout of DLClusterAlloc-v0 with shapes, so agents.policies'
-    entity policy serves it). Only the slots of jobs awaiting their choice are valid; end of round
-    only when none awaits (the round then ends by itself, so it is valid only in a finished
-    episode). Invalid actions follow ClusterEnv's rule (a no-op costing `invalid_penalty`).
+    entity policy serves it). Only the slots of jobs awaiting their choice are valid. End of round
+    is always valid: the jobs still awaiting keep Pollux's own x2 and are offered again at the next
+    decision point; with `must_choose=True` it is masked while a job awaits (every job gets its
+    limit at its arrival, as work_conserving makes DLClusterAlloc start every job). The round ends
+    by itself when no job awaits. Invalid actions follow ClusterEnv's rule (a no-op costing
+    `invalid_penalty`).
 
     ## Observation Space
     ClusterEnv's, plus `growth` (max_jobs, 6) per job slot: awaits its choice now, its growth
@@ -80,16 +84,17 @@ class GrowEnv(ClusterEnv):
     gamma, as the allocation configs do).
 
     ## Arguments
-    ClusterEnv's, and `growths` (the growth limits offered, distinct numbers > 0; default
-    1, 2, 4, 8, 64).
+    ClusterEnv's, `growths` (the growth limits offered, distinct numbers > 0; default
+    1, 2, 4, 8, 64) and `must_choose` (above).
     """
 
     extra_options = GrowOptions
     extra_obs_keys = ("growth",)
 
-    def __init__(self, scenario="default", growths=GROWTHS, **kw):
+    def __init__(self, scenario="default", growths=GROWTHS, must_choose: bool = False, **kw):
         super().__init__(scenario, **kw)
-        self.growths = self._extra(growths=growths).growths
+        o = self._extra(growths=growths, must_choose=must_choose)
+        self.growths, self.must_choose = o.growths, o.must_choose
         self.per_job = len(self.growths)
         self.action_space = spaces.Discrete(self.per_job * self.max_jobs + 1)
         self.observation_space = spaces.Dict({
@@ -127,7 +132,7 @@ class GrowEnv(ClusterEnv):
         waiting = [] if self.sim.done else self.awaiting()
         for i in waiting:
             mask[i * self.per_job:(i + 1) * self.per_job] = True
-        mask[-1] = not waiting
+        mask[-1] = not (waiting and self.must_choose)
         return mask
 
     def _end_round(self) -> Decision:
