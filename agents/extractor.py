@@ -9,7 +9,7 @@ with shared weights over a graph embedding, so one policy runs on any job count.
 Decima.
 
 `ClusterEncoder` maps the observation (layout in dlclusterenv/envs/core.py `_obs`) to per-node and
-per-job embeddings plus a pooled context:
+per-job embeddings plus a pooled context (DLClusterGrow-v0's `growth` rows join the job rows):
   - shared per-node and per-job MLPs, each also given the focal task and the global features;
   - blocks of multi-head self-attention over all nodes and jobs together, with key-padding masks
     from `node_mask` / `job_mask`, so padded slots are never attended to;
@@ -107,10 +107,11 @@ class _Block(nn.Module):
 class ClusterEncoder(nn.Module):
     """obs -> (node embeddings (B, N, dim), job embeddings (B, J, dim), context (B, dim))."""
 
-    def __init__(self, dim: int = 32, heads: int = 4, layers: int = 2):
+    def __init__(self, dim: int = 32, heads: int = 4, layers: int = 2, job_extra: int = 0):
         super().__init__()
         self.node_in = _mlp(NODE_F + _CTX, dim, dim)
-        self.job_in = _mlp(JOB_F + 1 + _CTX, dim, dim)  # + "is the focal task's job"
+        # + "is the focal task's job", + an env's own per-job features (`growth`: DLClusterGrow)
+        self.job_in = _mlp(JOB_F + 1 + job_extra + _CTX, dim, dim)
         self.blocks = nn.ModuleList(_Block(dim, heads) for _ in range(layers))
         self.pool = _mlp(2 * dim + _CTX, dim, dim)
 
@@ -126,7 +127,8 @@ class ClusterEncoder(nn.Module):
         focal = (th.arange(j, device=slot.device) == slot.unsqueeze(-1)).to(jobs.dtype)
         focal = focal * has_role.unsqueeze(-1)
         hn = self.node_in(th.cat([nodes, ctx.unsqueeze(1).expand(-1, n, -1)], dim=-1))
-        hj = self.job_in(th.cat([jobs, focal.unsqueeze(-1), ctx.unsqueeze(1).expand(-1, j, -1)], -1))
+        own = [obs["growth"]] if "growth" in obs else []
+        hj = self.job_in(th.cat([jobs, focal.unsqueeze(-1), *own, ctx.unsqueeze(1).expand(-1, j, -1)], -1))
         r = nodes[..., _RACK]
         same = (r.unsqueeze(2) - r.unsqueeze(1)).abs() < 1e-6
         same = same & nm.unsqueeze(2) & nm.unsqueeze(1)
@@ -149,7 +151,8 @@ class EntityScorer(BaseFeaturesExtractor):
         self.n_actions = n_actions(layout, max_nodes, max_jobs, per_job)
         super().__init__(observation_space, features_dim=self.n_actions + dim)
         self.layout, self.context_dim = layout, dim
-        self.encoder = ClusterEncoder(dim, heads, layers)
+        extra = observation_space["growth"].shape[-1] if "growth" in observation_space.spaces else 0
+        self.encoder = ClusterEncoder(dim, heads, layers, extra)
         self.end = _mlp(dim, dim, 1)  # defer (place) or end of round (alloc, joint)
         if layout == "place":
             self.node_score = _mlp(2 * dim, dim, 1)

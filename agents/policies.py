@@ -25,7 +25,7 @@ from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, create_mlp
 from torch import nn
 
-from dlclusterenv.envs import AllocationEnv, JointEnv, PlacementEnv
+from dlclusterenv.envs import AllocationEnv, GrowEnv, JointEnv, PlacementEnv
 
 from .extractor import EntityScorer
 
@@ -150,6 +150,13 @@ class AllocPolicy(EntityPolicy):
     layout = "alloc"
 
 
+class GrowPolicy(EntityPolicy):
+    """DLClusterGrow-v0: one logit per (job slot, growth limit) from the shared job scorer (the
+    alloc layout, its `growth` rows read by the encoder), and end of round."""
+
+    layout = "alloc"
+
+
 class JointPolicy(EntityPolicy):
     """DLClusterJoint-v0 / DLCluster-v0: a job x node pair scorer for +PS and +worker, a release
     logit per job slot, and end of round."""
@@ -157,7 +164,8 @@ class JointPolicy(EntityPolicy):
     layout = "joint"
 
 
-_POLICIES = ((PlacementEnv, PlacePolicy), (AllocationEnv, AllocPolicy), (JointEnv, JointPolicy))
+_POLICIES = ((PlacementEnv, PlacePolicy), (AllocationEnv, AllocPolicy), (JointEnv, JointPolicy),
+             (GrowEnv, GrowPolicy))
 
 
 def _first_env(env):
@@ -204,7 +212,7 @@ def transfer(model: MaskablePPO | str | Path, env: gym.Env, device: str = "cpu",
     policy = type(src.policy)
     if not issubclass(policy, EntityPolicy):
         raise ValueError(f"transfer: {policy.__name__} has size-dependent weights; only "
-                         "EntityPolicy subclasses (PlacePolicy, AllocPolicy, JointPolicy) transfer")
+                         "EntityPolicy subclasses (PlacePolicy, AllocPolicy, JointPolicy, GrowPolicy) transfer")
     if policy_for(env) is not policy:
         raise ValueError(f"transfer: the model is a {policy.__name__}, the env needs "
                          f"{policy_for(env).__name__}")

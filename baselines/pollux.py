@@ -339,7 +339,16 @@ class Pollux(Scheduler):
 
     def cap(self, job: JobView) -> int:
         """Largest worker count it may get: max_growth x its largest measured, at least 1."""
-        return int(min(max(math.floor(self.max_growth * self._most[job.job_id]), 1), self.max_workers))
+        return self.cap_at(job, self.max_growth)
+
+    def cap_at(self, job: JobView, growth: float) -> int:
+        """The cap under a growth limit: growth x its largest measured size, at least 1, at most
+        max_workers."""
+        return int(min(max(math.floor(growth * self._most[job.job_id]), 1), self.max_workers))
+
+    def largest_measured(self, job: JobView) -> int:
+        """The largest worker count the job has been measured at (0: never)."""
+        return self._most[job.job_id]
 
     # ---------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Decision:
@@ -478,6 +487,30 @@ def _worker_layout(job: JobView) -> tuple[int, bool]:
     """(workers, on several nodes) of a placed job."""
     nodes = {t.node for t in job.tasks if t.role != "ps" and t.node >= 0}
     return job.num_workers, len(nodes) > 1
+
+
+class PolluxGrowth(Pollux):
+    """Pollux whose growth cap is set per job from outside: `growth[job_id]` (else max_growth)
+    times the largest size the job was measured at. DLClusterGrow-v0's agent sets `growth`; the
+    fit, fair share, fitness, penalty and GA are Pollux's, unchanged. Not a registered baseline:
+    without someone setting `growth` it is Pollux."""
+
+    name = "pollux-growth"
+
+    def reset(self, seed: int | None = None) -> None:
+        super().reset(seed)
+        self.growth: dict[str, float] = {}
+
+    def cap(self, job: JobView) -> int:
+        return self.cap_at(job, self.growth.get(job.job_id, self.max_growth))
+
+    def scaling(self, job_id: str, workers: int, multi: bool) -> float:
+        """The fitted throughput at `workers` (on several nodes: `multi`) over workers x at one:
+        how well the fit says the job scales there (1 while it has no fit)."""
+        fit = self._theta.get(job_id)
+        if fit is None or workers < 1:
+            return 1.0
+        return float(min(max(step_time(fit[1], 1, False) / step_time(fit[1], workers, multi), 0.0), 1.0))
 
 
 class PolluxOracle(Pollux):

@@ -24,7 +24,11 @@ heuristic of this evaluation: planned on the test split and eligible as the best
 3. Shapes: every decision of the learned policy on the frozen and extended test runs, with the
    jobs waiting and the free GPUs it saw (its observation's global features), drawn by
    plots.shape_choices (shapes-INSTANCE.png) and counted in the JSON (also by jobs waiting, and
-   among the decisions where every shape fit, so the choice was not forced by the mask).
+   among the decisions where every shape fit, so the choice was not forced by the mask). A
+   DLClusterGrow-v0 model's decisions are growth limits (its env's `growths`; "shape" holds the
+   index), also by the GPUs the job asked for (a third panel) and by free GPUs. Its growth
+   constant (Pollux with one max_growth, tuned on train by benchmarks/pollux_growth.py) is
+   compared by --compare benchmarks.pollux_growth:GrowthG (a heuristic of this evaluation only).
 
 Intervals: 95% Student t over the runs (window x seed); learned / other ratios are per run
 (paired on the same jobs), mean and interval of the per-run ratios. Output: results.json (one
@@ -55,6 +59,7 @@ from dlclusterenv import schedulers
 from dlclusterenv.benchmark import (Instance, Suite, Task, fingerprint, instances, load_suite, plan,
                                     run_task, score)
 from dlclusterenv.config import ConfigError
+from dlclusterenv.envs.grow import GROWTHS, GrowEnv
 from dlclusterenv.evaluate import atomic_write
 from dlclusterenv.metrics import ci95
 
@@ -137,7 +142,13 @@ def learned_episode(task: Task) -> tuple[dict, list[dict]]:
         mask = u.action_masks()
         a, _ = model.predict(obs, action_masks=mask, deterministic=True)
         a = int(a)
-        if a != env.action_space.n - 1:
+        if a != env.action_space.n - 1 and isinstance(u, GrowEnv):  # "shape": the growth's index
+            q, job = obs["global"][5], u.slots()[a // u.per_job]
+            out.append({"waiting": round(u.max_jobs * q / (1 - q)),
+                        "free_gpus": round(float(obs["global"][3]) * u.cluster.n_gpus),
+                        "job_gpus": job.spec.num_workers * job.model.worker.gpu,
+                        "shape": a % u.per_job, "every_shape_fit": True, "queue_pos": None})
+        elif a != env.action_space.n - 1:
             q, slot = obs["global"][5], a // u.per_job
             slots = u.slots()
             waiting = [i for i, j in enumerate(slots) if j.status != "running" and u.proposed(j) == (0, 0)]
@@ -272,8 +283,9 @@ def evaluate(suite: Suite, inst: Instance, spec: str, compare: list[str], extra_
 
     n_runs = len(frozen["learned"]) + len([t for t in tasks if t.policy == spec])
     _, _, cfg = parse_spec(spec)
-    shapes = [tuple(s) for s in cfg.env.kwargs["shapes"]]
-    label = [f"{p}x{w}" for p, w in shapes]
+    growths = cfg.env.kwargs.get("growths", GROWTHS) if cfg.env.id == "DLClusterGrow-v0" else None
+    shapes = [tuple(s) for s in cfg.env.kwargs["shapes"]] if growths is None else []
+    label = [f"{p}x{w}" for p, w in shapes] if growths is None else [f"growth x{g:g}" for g in growths]
     result["decisions"] = len(recs)
     result["shapes"] = {label[i]: n for i, n in sorted(Counter(r["shape"] for r in recs).items())}
     free = [r for r in recs if r["every_shape_fit"]]  # a choice, not forced by what fits
@@ -281,14 +293,23 @@ def evaluate(suite: Suite, inst: Instance, spec: str, compare: list[str], extra_
     result["shapes_by_waiting"] = {f"{lo}-{hi - 1}": {label[i]: n for i, n in sorted(Counter(
         r["shape"] for r in recs if lo <= r["waiting"] < hi).items())}
         for lo, hi in ((0, 2), (2, 5), (5, 10), (10, 20), (20, 10**6))}
+    if growths is not None:  # by the GPUs the job asked for, and by the free GPUs
+        result["shapes_by_job_gpus"] = {f"{lo}-{hi - 1}": {label[i]: n for i, n in sorted(Counter(
+            r["shape"] for r in recs if lo <= r["job_gpus"] < hi).items())}
+            for lo, hi in ((0, 2), (2, 3), (3, 5), (5, 9), (9, 17), (17, 10**6))}
+        result["shapes_by_free_gpus"] = {f"{lo}-{hi - 1}": {label[i]: n for i, n in sorted(Counter(
+            r["shape"] for r in recs if lo <= r["free_gpus"] < hi).items())}
+            for lo, hi in ((0, 4), (4, 8), (8, 16), (16, 32), (32, 10**6))}
     # which waiting job a start took, where 2+ were waiting (records before this field: left out)
     picks = [r["queue_pos"] for r in recs if r.get("queue_pos") is not None and r["waiting"] >= 2]
     result["starts_by_queue_position"] = {k: n for k, n in sorted(Counter(
         "0 (oldest)" if x == 0 else "1" if x == 1 else "2-4" if x < 5 else "5+" for x in picks).items())}
     from dlclusterenv.plots import shape_choices
 
-    shape_choices(recs, shapes, f"{inst.key} test windows: shapes the learned policy chose "
-                  f"({len(recs)} decisions, {n_runs} runs)").savefig(out / f"shapes-{inst.key}.png", dpi=110)
+    what = "shapes" if growths is None else "growth limits"
+    shape_choices(recs, shapes, f"{inst.key} test windows: {what} the learned policy chose "
+                  f"({len(recs)} decisions, {n_runs} runs)",
+                  labels=label if growths is not None else None).savefig(out / f"shapes-{inst.key}.png", dpi=110)
     result["wall_s"] = time.perf_counter() - t0
     return result
 
@@ -307,6 +328,8 @@ def report(r: dict) -> None:
     print("  shapes chosen:", r["shapes"], f"over {r['decisions']} decisions; where every shape fit:",
           r["shapes_when_every_shape_fit"], "; by jobs waiting:", r["shapes_by_waiting"])
     print("  starts with 2+ waiting, by the started job's place in the queue:", r.get("starts_by_queue_position"))
+    if "shapes_by_job_gpus" in r:
+        print("  by the GPUs the job asked for:", r["shapes_by_job_gpus"], "; by free GPUs:", r["shapes_by_free_gpus"])
 
 
 def main(argv=None) -> None:

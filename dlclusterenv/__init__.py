@@ -24,6 +24,8 @@ _ENVS = {
     "DLClusterJoint-v0": ("dlclusterenv.envs:JointEnv", "dlclusterenv.envs:JointVectorEnv", {}),
     # the joint env plus GPU slots, GPU sharing modes and CPU limits (Gandiva, FlowCon)
     "DLClusterShare-v0": ("dlclusterenv.envs:ShareEnv", "dlclusterenv.envs:ShareVectorEnv", {}),
+    # a growth limit per job over Pollux, which allocates (issue 15)
+    "DLClusterGrow-v0": ("dlclusterenv.envs:GrowEnv", "dlclusterenv.envs:GrowVectorEnv", {}),
 }
 ENV_IDS = tuple(_ENVS)
 

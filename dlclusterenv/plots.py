@@ -234,32 +234,39 @@ def figures(policies: list[str], results: list[RunResult], scenario: str = "") -
     return figs
 
 
-def shape_choices(records: Sequence[dict], shapes: Sequence[tuple[int, int]], title: str = ""):
+def shape_choices(records: Sequence[dict], shapes: Sequence[tuple[int, int]], title: str = "",
+                  labels: Sequence[str] | None = None):
     """A learned allocation policy's chosen shapes across states (issue 15: show that it decides):
-    the share of each shape among its decisions, by jobs waiting and by free GPUs when it chose.
-    `records`: one dict per decision with "waiting", "free_gpus" and "shape" (an index of `shapes`)."""
+    the share of each shape among its decisions, by jobs waiting and by free GPUs when it chose,
+    and by the GPUs the job asked for where the records have "job_gpus" (DLClusterGrow-v0's).
+    `records`: one dict per decision with "waiting", "free_gpus" and "shape" (an index of `shapes`);
+    `labels`: the legend's name of each choice (default "p PS x w workers")."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    hues = matplotlib.colormaps["viridis"](np.linspace(0, 0.9, len(shapes)))
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
-    for ax, key, edges, label in ((axes[0], "waiting", (0, 2, 5, 10, 20, 40, math.inf), "jobs waiting"),
-                                  (axes[1], "free_gpus", (0, 4, 8, 16, 32, 48, math.inf), "free GPUs")):
+    names_of = list(labels) if labels is not None else [f"{p} PS x {w} workers" for p, w in shapes]
+    hues = matplotlib.colormaps["viridis"](np.linspace(0, 0.9, len(names_of)))
+    panels = [("waiting", (0, 2, 5, 10, 20, 40, math.inf), "jobs waiting"),
+              ("free_gpus", (0, 4, 8, 16, 32, 48, math.inf), "free GPUs")]
+    if records and all("job_gpus" in r for r in records):
+        panels.append(("job_gpus", (0, 2, 3, 5, 9, 17, math.inf), "GPUs the job asked for"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.6))
+    for ax, (key, edges, label) in zip(axes, panels):
         x = np.array([r[key] for r in records], dtype=float)
         k = np.array([r["shape"] for r in records], dtype=int)
         bins = [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:]) if ((x >= lo) & (x < hi)).any()]
         names = [f"{lo:g}+" if hi == math.inf else f"{lo:g}-{hi - 1:g}" for lo, hi in bins]
         bottom = np.zeros(len(bins))
-        for s, (p, w) in enumerate(shapes):
+        for s, name in enumerate(names_of):
             share = np.array([np.mean(k[(x >= lo) & (x < hi)] == s) for lo, hi in bins])
-            ax.bar(range(len(bins)), share, bottom=bottom, color=hues[s], label=f"{p} PS x {w} workers")
+            ax.bar(range(len(bins)), share, bottom=bottom, color=hues[s], label=name)
             bottom += share
         counts = [int(((x >= lo) & (x < hi)).sum()) for lo, hi in bins]
         ax.set_xticks(range(len(bins)), [f"{n}\n({c})" for n, c in zip(names, counts)], fontsize=8)
         ax.set(xlabel=f"{label} at the decision (decisions)", ylabel="share of decisions", ylim=(0, 1))
-    axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    axes[-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.suptitle(title or f"Shapes chosen over {len(records)} decisions")
     fig.tight_layout()
     return fig

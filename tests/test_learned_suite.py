@@ -144,3 +144,24 @@ def test_a_torn_cache_line_is_run_again_not_a_crash(tmp_path, monkeypatch):
     assert ran == ["fifo", "drf", "drf"] and [r["policy"] for r in rows] == ["fifo", "drf"]
     ls.run_all(tasks, cache)
     assert ran == ["fifo", "drf", "drf"] and cache.read_text().endswith("\n")
+
+
+def test_a_growth_model_records_its_growth_limits(tmp_path):
+    """learned_suite runs a DLClusterGrow-v0 model and records each decision's growth index, jobs
+    waiting, free GPUs and the GPUs the job asked for (its decisions plot has a job-size panel)."""
+    import yaml
+    from sb3_contrib import MaskablePPO
+
+    from agents.policies import GrowPolicy
+    from dlclusterenv.workload import load_scenario
+
+    cfg = yaml.safe_load(Path("configs/agents/suite_103959_grow.yaml").read_text())
+    del cfg["suite"]
+    cfg["env"]["kwargs"].update(scenario="tiny", max_jobs=8)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    env = __import__("gymnasium").make("DLClusterGrow-v0", **cfg["env"]["kwargs"])
+    MaskablePPO(GrowPolicy, env, seed=0, device="cpu").save(tmp_path / "model.zip")
+    sc = load_scenario("tiny")[0]
+    row, recs = ls.learned_episode(ls.Task("tiny@1x", "test", None, f"maskableppo:{tmp_path / 'model.zip'}", sc, 0, None))
+    assert row["jobs_unfinished"] == 0 and len(recs) == len(__import__("dlclusterenv").make_sim("tiny", 0).specs)
+    assert all(0 <= r["shape"] < 4 and r["job_gpus"] >= 1 and r["waiting"] >= 0 for r in recs)

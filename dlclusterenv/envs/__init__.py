@@ -2,17 +2,19 @@
 
 from .allocation import AllocationEnv, JointEnv
 from .core import ClusterEnv
+from .grow import GrowEnv
 from .placement import PlacementEnv
 from .share import ShareEnv
 from .vector import (
     AllocationVectorEnv,
     ClusterVectorEnv,
+    GrowVectorEnv,
     JointVectorEnv,
     PlacementVectorEnv,
     ShareVectorEnv,
 )
 
 __all__ = [
-    "AllocationEnv", "AllocationVectorEnv", "ClusterEnv", "ClusterVectorEnv", "JointEnv",
+    "AllocationEnv", "AllocationVectorEnv", "ClusterEnv", "GrowEnv", "GrowVectorEnv", "ClusterVectorEnv", "JointEnv",
     "JointVectorEnv", "PlacementEnv", "PlacementVectorEnv", "ShareEnv", "ShareVectorEnv",
 ]

@@ -28,6 +28,7 @@ from gymnasium.vector.utils import batch_space, create_empty_array
 from ..config import ConfigError
 from .allocation import AllocationEnv, JointEnv
 from .core import ClusterEnv
+from .grow import GrowEnv
 from .placement import PlacementEnv
 from .share import ShareEnv
 
@@ -194,3 +195,7 @@ class JointVectorEnv(ClusterVectorEnv):
 
 class ShareVectorEnv(ClusterVectorEnv):
     env_cls = ShareEnv
+
+
+class GrowVectorEnv(ClusterVectorEnv):
+    env_cls = GrowEnv
