@@ -229,3 +229,16 @@ def test_decision_plot_labels_and_job_size_panel():
 def test_bad_must_choose_names_the_option():
     with pytest.raises(ConfigError, match="must_choose"):
         make(must_choose="yes")
+
+
+def test_hindsight_bound_picks_each_runs_best_growth_over_pollux():
+    from benchmarks import pollux_growth as pg
+
+    jct = {(0, 1000): {2.0: 100.0, 4.0: 90.0, 8.0: 95.0, 64.0: 120.0},  # x4 best here
+           (1, 1000): {2.0: 200.0, 4.0: 210.0, 8.0: 180.0, 64.0: 140.0}}  # x64 best here
+    rows = [{"growth": g, "window": w, "seed": s, "avg_jct_s": v} for (w, s), d in jct.items() for g, v in d.items()]
+    h = pg.hindsight(rows)
+    assert h[2.0]["mean"] == 1.0 and h["best"]["n"] == 2
+    assert h["best"]["mean"] == pytest.approx((0.9 + 0.7) / 2)
+    assert h[64.0]["mean"] == pytest.approx((1.2 + 0.7) / 2) and h[4.0]["mean"] == pytest.approx((0.9 + 1.05) / 2)
+    assert all(h["best"]["mean"] < h[g]["mean"] for g in pg.GRID)
