@@ -15,6 +15,6 @@ from .vector import (
 )
 
 __all__ = [
-    "AllocationEnv", "AllocationVectorEnv", "ClusterEnv", "GrowEnv", "GrowVectorEnv", "ClusterVectorEnv", "JointEnv",
-    "JointVectorEnv", "PlacementEnv", "PlacementVectorEnv", "ShareEnv", "ShareVectorEnv",
+    "AllocationEnv", "AllocationVectorEnv", "ClusterEnv", "ClusterVectorEnv", "GrowEnv", "GrowVectorEnv",
+    "JointEnv", "JointVectorEnv", "PlacementEnv", "PlacementVectorEnv", "ShareEnv", "ShareVectorEnv",
 ]
