@@ -74,7 +74,11 @@ def main(argv=None) -> None:
     ap.add_argument("--extra-seeds", type=int, default=9, help="with --hindsight: test seeds after the split's")
     a = ap.parse_args(argv)
     suite, where = load_suite(a.suite)
-    inst = {i.key: i for i in instances(suite, where)}[a.instance]
+    every = {i.key: i for i in instances(suite, where)}
+    if a.instance not in every:
+        raise SystemExit(f"--instance: {a.instance!r} is not an instance of {a.suite} here "
+                         f"(one whose trace file is absent is skipped); valid: {', '.join(every)}")
+    inst = every[a.instance]
     if a.hindsight:
         first = inst.entry.test.seeds[0]
         tasks = [(g, k, sc, first + i) for g in GRID for k, sc, seed in inst.runs("test") if seed == first

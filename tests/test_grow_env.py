@@ -15,6 +15,7 @@ import pytest
 import dlclusterenv  # noqa: F401  (registers the ids)
 from baselines.pollux import Pollux, PolluxGrowth
 from dlclusterenv.config import ConfigError
+from helpers import shared_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from decision_log import decision_log  # noqa: E402
@@ -210,6 +211,9 @@ def test_growth_constants_are_pollux_with_one_max_growth():
         s = make_policy(f"benchmarks.pollux_growth:Growth{g:g}")
         assert type(s).__mro__[1] is Pollux and s.max_growth == g
     assert pg.Growth2().name == "pollux-growth2"
+    with pytest.raises(SystemExit, match="--instance: 'nope'"):
+        pg.main(["--instance", "nope"])
+    shared_file("traces", "philly_jobs.csv")  # the instance below is a Philly one
     with pytest.raises(SystemExit, match="test seeds"):
         pg.main(["--seeds", "0,1000"])
 
