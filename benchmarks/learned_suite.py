@@ -142,21 +142,20 @@ def learned_episode(task: Task) -> tuple[dict, list[dict]]:
         mask = u.action_masks()
         a, _ = model.predict(obs, action_masks=mask, deterministic=True)
         a = int(a)
-        if a != env.action_space.n - 1 and isinstance(u, GrowEnv):  # "shape": the growth's index
-            q, job = obs["global"][5], u.slots()[a // u.per_job]
-            out.append({"waiting": round(u.max_jobs * q / (1 - q)),
-                        "free_gpus": round(float(obs["global"][3]) * u.cluster.n_gpus),
-                        "job_gpus": job.spec.num_workers * job.model.worker.gpu,
-                        "shape": a % u.per_job, "every_shape_fit": True, "queue_pos": None})
-        elif a != env.action_space.n - 1:
+        if a != env.action_space.n - 1:
             q, slot = obs["global"][5], a // u.per_job
+            rec = {"waiting": round(u.max_jobs * q / (1 - q)),
+                   "free_gpus": round(float(obs["global"][3]) * u.cluster.n_gpus), "shape": a % u.per_job}
             slots = u.slots()
-            waiting = [i for i, j in enumerate(slots) if j.status != "running" and u.proposed(j) == (0, 0)]
-            out.append({"waiting": round(u.max_jobs * q / (1 - q)),
-                        "queue_pos": waiting.index(slot) if slot in waiting else None,
-                        "free_gpus": round(float(obs["global"][3]) * u.cluster.n_gpus),
-                        "shape": a % u.per_job,
-                        "every_shape_fit": bool(mask[slot * u.per_job:(slot + 1) * u.per_job].all())})
+            if isinstance(u, GrowEnv):  # "shape": the growth's index; every growth is offered
+                job = slots[slot]
+                rec.update(job_gpus=job.spec.num_workers * job.model.worker.gpu, every_shape_fit=True,
+                           queue_pos=None)
+            else:
+                waiting = [i for i, j in enumerate(slots) if j.status != "running" and u.proposed(j) == (0, 0)]
+                rec.update(queue_pos=waiting.index(slot) if slot in waiting else None,
+                           every_shape_fit=bool(mask[slot * u.per_job:(slot + 1) * u.per_job].all()))
+            out.append(rec)
         obs, _, te, tr, info = env.step(a)
         if info["invalid_action"]:
             raise RuntimeError(f"{task.instance} seed {task.seed}: the policy chose masked action {a}")
@@ -290,16 +289,15 @@ def evaluate(suite: Suite, inst: Instance, spec: str, compare: list[str], extra_
     result["shapes"] = {label[i]: n for i, n in sorted(Counter(r["shape"] for r in recs).items())}
     free = [r for r in recs if r["every_shape_fit"]]  # a choice, not forced by what fits
     result["shapes_when_every_shape_fit"] = {label[i]: n for i, n in sorted(Counter(r["shape"] for r in free).items())}
-    result["shapes_by_waiting"] = {f"{lo}-{hi - 1}": {label[i]: n for i, n in sorted(Counter(
-        r["shape"] for r in recs if lo <= r["waiting"] < hi).items())}
-        for lo, hi in ((0, 2), (2, 5), (5, 10), (10, 20), (20, 10**6))}
+    def by(key: str, edges: tuple[int, ...]) -> dict:
+        """Choices counted per bin of a record field (bins [lo, hi) between `edges`)."""
+        return {f"{lo}-{hi - 1}": {label[i]: n for i, n in sorted(Counter(
+            r["shape"] for r in recs if lo <= r[key] < hi).items())} for lo, hi in zip(edges[:-1], edges[1:])}
+
+    result["shapes_by_waiting"] = by("waiting", (0, 2, 5, 10, 20, 10**6))
     if growths is not None:  # by the GPUs the job asked for, and by the free GPUs
-        result["shapes_by_job_gpus"] = {f"{lo}-{hi - 1}": {label[i]: n for i, n in sorted(Counter(
-            r["shape"] for r in recs if lo <= r["job_gpus"] < hi).items())}
-            for lo, hi in ((0, 2), (2, 3), (3, 5), (5, 9), (9, 17), (17, 10**6))}
-        result["shapes_by_free_gpus"] = {f"{lo}-{hi - 1}": {label[i]: n for i, n in sorted(Counter(
-            r["shape"] for r in recs if lo <= r["free_gpus"] < hi).items())}
-            for lo, hi in ((0, 4), (4, 8), (8, 16), (16, 32), (32, 10**6))}
+        result["shapes_by_job_gpus"] = by("job_gpus", (0, 2, 3, 5, 9, 17, 10**6))
+        result["shapes_by_free_gpus"] = by("free_gpus", (0, 4, 8, 16, 32, 10**6))
     # which waiting job a start took, where 2+ were waiting (records before this field: left out)
     picks = [r["queue_pos"] for r in recs if r.get("queue_pos") is not None and r["waiting"] >= 2]
     result["starts_by_queue_position"] = {k: n for k, n in sorted(Counter(

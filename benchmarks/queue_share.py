@@ -11,12 +11,10 @@ OUT is a `dlcluster benchmark` output folder (its runs.csv).
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
 import numpy as np
 
-from dlclusterenv.benchmark import instances, load_suite, read_runs, score
+from benchmarks.window_check import benchmark_run
+from dlclusterenv.benchmark import score
 
 ROLES = (("heuristic", "best_heuristic"), ("constant", "best_constant_test"), ("oracle", "best_oracle"))
 
@@ -38,14 +36,9 @@ def queue_share(suite, insts, rows: list[dict]) -> list[dict]:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("out", type=Path, help="a benchmark's --out folder")
-    ap.add_argument("--suite", default="v4")
-    a = ap.parse_args(argv)
-    suite, where = load_suite(a.suite)
-    insts = instances(suite, where, say=lambda m: None)
+    suite, insts, rows = benchmark_run(argv, __doc__)
     print("instance               gap    headroom  queue share / GPU util: best heuristic | best constant | best oracle")
-    for r in queue_share(suite, insts, read_runs(a.out / "runs.csv")):
+    for r in queue_share(suite, insts, rows):
         cells = " | ".join(f"{r[role]} {r[f'{role}_queue_share']:.0%} / {r[f'{role}_gpu_util']:.0%}" for role, _ in ROLES)
         print(f"{r['instance']:<22} {r['constant_gap']:+6.1%} {r['oracle_headroom']:+7.1%}   {cells}")
 

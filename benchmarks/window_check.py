@@ -34,14 +34,21 @@ def per_window(suite, insts, rows: list[dict]) -> list[dict]:
     return out
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def benchmark_run(argv, doc: str) -> tuple:
+    """(suite, its instances here, the rows of runs.csv) of the `dlcluster benchmark` output folder
+    named on the command line (OUT [--suite v4]); shared by the scripts that read one."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("out", type=Path, help="a benchmark's --out folder")
     ap.add_argument("--suite", default="v4")
     a = ap.parse_args(argv)
     suite, where = load_suite(a.suite)
-    insts = [i for i in instances(suite, where, say=lambda m: None) if i.entry.test.windows]
-    checks = per_window(suite, insts, read_runs(a.out / "runs.csv"))
+    return suite, instances(suite, where, say=lambda m: None), read_runs(a.out / "runs.csv")
+
+
+def main(argv=None) -> None:
+    suite, insts, rows = benchmark_run(argv, __doc__)
+    insts = [i for i in insts if i.entry.test.windows]
+    checks = per_window(suite, insts, rows)
     q = suite.qualify
     print(f"per test window: constant gap (> {q.constant_gap:.0%}) / oracle headroom (>= {q.oracle_headroom:.0%})")
     for inst in insts:
