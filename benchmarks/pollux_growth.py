@@ -5,13 +5,17 @@ at), the grid below run on an instance's TRAIN split with extra seeds; the train
 the test split (`benchmarks/learned_suite.py --compare benchmarks.pollux_growth:GrowthG`).
 
     python -m benchmarks.pollux_growth [--suite v5] [--instance philly-103959@0.5x] [--seeds 0,1,2]
-        [--workers 2] [--out runs/pollux_growth.json] [--hindsight --extra-seeds 9]
+        [--workers 2] [--out runs/pollux_growth.json] [--hindsight --extra-seeds 9] [--rules]
 
 The grid is never run on the test split to choose: that would tune the constant on what it is
 scored on. `--hindsight` is a bound, not a choice: the grid on the TEST split's runs (test seed ..
 + extra-seeds), and the best growth of each run picked after the fact, over Pollux (x2) per run.
 It bounds what any policy that sets ONE growth for all jobs of a run can reach; below it only a
 per-job (or per-round) choice can go.
+
+`--rules` asks whether a simple state signal is worth learning, on the TRAIN split only: each
+`GrowthRule` of RULES (a growth limit per job, set at its arrival from the state then, as
+DLClusterGrow-v0's agent sets it) against Pollux (x2) and the growth constant x64 on the same runs.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from baselines.pollux import Pollux
+from baselines.pollux import Pollux, PolluxGrowth
 from dlclusterenv import make_sim
 from dlclusterenv.benchmark import instances, load_suite
 from dlclusterenv.metrics import ci95
@@ -43,11 +47,55 @@ def _fixed(growth: float) -> type[Pollux]:
 Growth2, Growth4, Growth8, Growth64 = (_fixed(g) for g in GRID)
 
 
+class GrowthRule(PolluxGrowth):
+    """A growth limit per job from one feature of the state at the job's arrival (the first
+    decision point that sees it: where DLClusterGrow-v0's agent chooses): `hi` where the feature is
+    <= `tau`, else `lo`; Pollux allocates under it. Features: "load", the GPUs every active job
+    asked for over the cluster's GPUs (is the cluster about to be busy?); "size", the workers the
+    job asked for (does a small job gain more from growing?). A reference for the learned growth
+    limit, not a baseline: it says whether such a signal pays on train before RL is asked to find it."""
+
+    FEATURES = ("load", "size")
+
+    def __init__(self, feature: str, tau: float, hi: float = 64.0, lo: float = 2.0):
+        if feature not in self.FEATURES:
+            raise ValueError(f"feature must be one of {self.FEATURES}, got {feature!r}")
+        for field, v in (("tau", tau), ("hi", hi), ("lo", lo)):
+            if not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
+                raise ValueError(f"{field} must be a finite number > 0, got {v!r}")
+        self.feature, self.tau, self.hi, self.lo = feature, float(tau), float(hi), float(lo)
+        super().__init__()
+        self.name = f"pollux-growth-{feature}<={tau:g}?x{hi:g}:x{lo:g}"
+
+    def decide(self, view):
+        new = [j for j in view.jobs if j.job_id not in self.growth]
+        if new:
+            if self.feature == "load":
+                asked = sum(j.requested[1] * j.worker_demand.gpu * j.gpu_milli / 1000 for j in view.jobs)
+                value = [asked / view.cluster.n_gpus] * len(new)
+            else:
+                value = [j.requested[1] for j in new]
+            for j, v in zip(new, value):
+                self.growth[j.job_id] = self.hi if v <= self.tau else self.lo
+        return super().decide(view)
+
+
+# (feature, tau, hi, lo): lift the cap while the cluster is light; for small jobs only; for big only
+RULES = (*(("load", t, 64.0, 2.0) for t in (0.125, 0.25, 0.5)),
+         *(("size", t, 64.0, 2.0) for t in (1, 2, 4)),
+         *(("size", t, 2.0, 64.0) for t in (1, 2, 4)))
+
+
+def _policy(spec: float | tuple) -> Pollux:
+    """A growth constant (a number) or a GrowthRule (its arguments)."""
+    return GrowthRule(*spec) if isinstance(spec, tuple) else Pollux(max_growth=spec)
+
+
 def run_one(args: tuple) -> dict:
-    """avg JCT of one (growth, window, seed) run, and its process CPU time."""
+    """avg JCT of one (growth or rule, window, seed) run, and its process CPU time."""
     growth, window, scenario, seed = args
     t0 = time.process_time()
-    s = make_sim(scenario, seed).run(Pollux(max_growth=growth)).summary()
+    s = make_sim(scenario, seed).run(_policy(growth)).summary()
     return {"growth": growth, "window": window, "seed": seed, "avg_jct_s": s["avg_jct_s"],
             "jobs_unfinished": s["jobs_unfinished"], "cpu_s": time.process_time() - t0}
 
@@ -63,6 +111,39 @@ def hindsight(rows: list[dict]) -> dict:
     return {k: {"mean": float(np.mean(x)), "ci95": ci95(np.asarray(x)), "n": len(x)} for k, x in ratios.items()}
 
 
+def train_tasks(inst, seeds: list[int], specs) -> list[tuple]:
+    """(spec, window, scenario, seed) for every spec on every train window and seed; SystemExit if a
+    seed is one of the test split's."""
+    if set(seeds) & set(inst.entry.test.seeds):
+        raise SystemExit(f"--seeds: {sorted(set(seeds) & set(inst.entry.test.seeds))} are test seeds")
+    windows = {k: sc for k, sc, _ in inst.runs("train")}
+    return [(g, k, sc, s) for g in specs for k, sc in windows.items() for s in seeds]
+
+
+def rules(inst, a) -> None:
+    """--rules: each rule's train avg JCT and its avg JCT over x2's and x64's per run."""
+    tasks = train_tasks(inst, [int(s) for s in a.seeds.split(",")], (2.0, 64.0, *RULES))
+    with ProcessPoolExecutor(a.workers) as pool:
+        rows = list(pool.map(run_one, tasks))
+    per = {}
+    for r in rows:
+        per.setdefault(r["growth"], {})[(r["window"], r["seed"])] = r["avg_jct_s"]
+    table = {}
+    for spec, runs in per.items():
+        name = _policy(spec).name if isinstance(spec, tuple) else f"x{spec:g} for every job"
+        ratio = {ref: np.array([v / per[ref][k] for k, v in runs.items()]) for ref in (2.0, 64.0)}
+        table[name] = {"train_avg_jct_s": float(np.mean(list(runs.values()))),
+                       **{f"over_x{ref:g}": {"mean": float(x.mean()), "ci95": ci95(x)} for ref, x in ratio.items()}}
+        print(f"{name:>36}: train avg JCT {table[name]['train_avg_jct_s']:9,.0f} s; / x2 "
+              f"{ratio[2.0].mean():.3f} +- {ci95(ratio[2.0]):.3f}; / x64 {ratio[64.0].mean():.3f} +- "
+              f"{ci95(ratio[64.0]):.3f} ({len(runs)} runs)", flush=True)
+    print(f"{sum(r['cpu_s'] for r in rows):,.0f} CPU-s in runs")
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps({"instance": a.instance, "split": "train", "rules": table,
+                                       "runs": [{**r, "growth": list(r["growth"]) if isinstance(r["growth"], tuple)
+                                                 else r["growth"]} for r in rows]}, indent=1))
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--suite", default="v5")
@@ -72,6 +153,7 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default="runs/pollux_growth.json")
     ap.add_argument("--hindsight", action="store_true", help="the bound on the test split (see above)")
     ap.add_argument("--extra-seeds", type=int, default=9, help="with --hindsight: test seeds after the split's")
+    ap.add_argument("--rules", action="store_true", help="RULES against x2 and x64 on the train seeds (see above)")
     a = ap.parse_args(argv)
     suite, where = load_suite(a.suite)
     every = {i.key: i for i in instances(suite, where)}
@@ -79,6 +161,8 @@ def main(argv=None) -> None:
         raise SystemExit(f"--instance: {a.instance!r} is not an instance of {a.suite} here "
                          f"(one whose trace file is absent is skipped); valid: {', '.join(every)}")
     inst = every[a.instance]
+    if a.rules:
+        return rules(inst, a)
     if a.hindsight:
         first = inst.entry.test.seeds[0]
         tasks = [(g, k, sc, first + i) for g in GRID for k, sc, seed in inst.runs("test") if seed == first
@@ -94,10 +178,7 @@ def main(argv=None) -> None:
                                            "runs": rows}, indent=1))
         return
     seeds = [int(s) for s in a.seeds.split(",")]
-    windows = {k: sc for k, sc, _ in inst.runs("train")}
-    if set(seeds) & set(inst.entry.test.seeds):
-        raise SystemExit(f"--seeds: {sorted(set(seeds) & set(inst.entry.test.seeds))} are test seeds")
-    tasks = [(g, k, sc, s) for g in GRID for k, sc in windows.items() for s in seeds]
+    tasks = train_tasks(inst, seeds, GRID)
     with ProcessPoolExecutor(a.workers) as pool:
         rows = list(pool.map(run_one, tasks))
     table = {}

@@ -246,3 +246,47 @@ def test_hindsight_bound_picks_each_runs_best_growth_over_pollux():
     assert h["best"]["mean"] == pytest.approx((0.9 + 0.7) / 2)
     assert h[64.0]["mean"] == pytest.approx((1.2 + 0.7) / 2) and h[4.0]["mean"] == pytest.approx((0.9 + 1.05) / 2)
     assert all(h["best"]["mean"] < h[g]["mean"] for g in pg.GRID)
+
+
+def rule_growths(rule) -> dict[str, float]:
+    """The growth limit each job of tiny (seed 0) got from `rule`."""
+    from dlclusterenv import make_sim
+
+    make_sim("tiny", 0).run(rule)
+    return dict(rule.growth)
+
+
+def test_growth_rule_sets_each_jobs_limit_from_its_feature():
+    from benchmarks.pollux_growth import GrowthRule
+    from dlclusterenv import make_sim
+
+    sim = make_sim("tiny", 0)
+    sim.run(Pollux())
+    sizes = {j.job_id: j.spec.num_workers for j in sim.jobs.values()}
+    assert len(set(sizes.values())) > 1  # tiny's jobs ask for different sizes, so tau splits them
+    tau = sorted(set(sizes.values()))[0]
+    by_size = rule_growths(GrowthRule("size", tau, hi=8.0, lo=4.0))
+    assert by_size == {k: 8.0 if w <= tau else 4.0 for k, w in sizes.items()}
+    assert rule_growths(GrowthRule("size", 64, hi=8.0, lo=4.0)) == dict.fromkeys(sizes, 8.0)  # tau
+    assert set(rule_growths(GrowthRule("load", 1e-9, hi=8.0, lo=4.0)).values()) == {4.0}  # load > 0
+    assert set(rule_growths(GrowthRule("load", 1e9, hi=8.0, lo=4.0)).values()) == {8.0}
+    # tiny, seed 0: GPUs asked over the cluster's at each arrival 0.125, 0.375, ..., 1.75 (8 jobs)
+    light = rule_growths(GrowthRule("load", 0.5, hi=8.0, lo=4.0))
+    assert sorted(light.values()) == [4.0] * 6 + [8.0] * 2
+
+
+def test_growth_rule_with_one_limit_is_pollux_with_it():
+    from benchmarks.pollux_growth import GrowthRule
+
+    assert decision_log("tiny", GrowthRule("load", 0.5, hi=2.0, lo=2.0), 0) == pollux_log()
+    assert decision_log("tiny", GrowthRule("size", 2, hi=64.0, lo=64.0), 0) == pollux_log(64.0)
+
+
+@pytest.mark.parametrize("kw, field", [({"feature": "queue"}, "feature"), ({"tau": 0}, "tau"),
+                                       ({"hi": float("nan")}, "hi"), ({"lo": -2}, "lo")])
+def test_growth_rule_bad_arguments_name_the_field(kw, field):
+    from benchmarks.pollux_growth import GrowthRule
+
+    args = {"feature": "load", "tau": 0.5, **kw}
+    with pytest.raises(ValueError, match=field):
+        GrowthRule(**args)
