@@ -16,6 +16,7 @@ per-job (or per-round) choice can go.
 `--rules` asks whether a simple state signal is worth learning, on the TRAIN split only: each
 `GrowthRule` of RULES (a growth limit per job, set at its arrival from the state then, as
 DLClusterGrow-v0's agent sets it) against Pollux (x2) and the growth constant x64 on the same runs.
+`--by-size` splits the avg JCT of x2, x64 and the two mixed size rules by job size (train split).
 """
 
 from __future__ import annotations
@@ -91,12 +92,22 @@ def _policy(spec: float | tuple) -> Pollux:
     return GrowthRule(*spec) if isinstance(spec, tuple) else Pollux(max_growth=spec)
 
 
+SMALL = 2  # --by-size: a job asking for at most this many workers is "small"
+
+
 def run_one(args: tuple) -> dict:
-    """avg JCT of one (growth or rule, window, seed) run, and its process CPU time."""
+    """avg JCT of one (growth or rule, window, seed) run, the avg JCT of its small and of its other
+    jobs (SMALL), and its process CPU time."""
     growth, window, scenario, seed = args
     t0 = time.process_time()
-    s = make_sim(scenario, seed).run(_policy(growth)).summary()
+    sim = make_sim(scenario, seed)
+    m = sim.run(_policy(growth))
+    s = m.summary()
+    small = {spec.job_id for spec in sim.specs if spec.num_workers <= SMALL}
+    by = {k: [r.jct_s for r in m.jobs if (r.job_id in small) == (k == "small")] for k in ("small", "big")}
     return {"growth": growth, "window": window, "seed": seed, "avg_jct_s": s["avg_jct_s"],
+            **{f"avg_jct_{k}_s": float(np.mean(v)) if v else float("nan") for k, v in by.items()},
+            "jobs_small": len(by["small"]), "jobs_big": len(by["big"]),
             "jobs_unfinished": s["jobs_unfinished"], "cpu_s": time.process_time() - t0}
 
 
@@ -118,6 +129,28 @@ def train_tasks(inst, seeds: list[int], specs) -> list[tuple]:
         raise SystemExit(f"--seeds: {sorted(set(seeds) & set(inst.entry.test.seeds))} are test seeds")
     windows = {k: sc for k, sc, _ in inst.runs("train")}
     return [(g, k, sc, s) for g in specs for k, sc in windows.items() for s in seeds]
+
+
+def by_size(inst, a) -> None:
+    """--by-size: x2, x64 and the two mixed size rules at SMALL on the train runs; the avg JCT of the
+    small jobs and of the others under each (who gains and who pays when the limits differ)."""
+    specs = (2.0, 64.0, ("size", SMALL, 64.0, 2.0), ("size", SMALL, 2.0, 64.0))
+    with ProcessPoolExecutor(a.workers) as pool:
+        rows = list(pool.map(run_one, train_tasks(inst, [int(s) for s in a.seeds.split(",")], specs)))
+    n = {k: sum(r[f"jobs_{k}"] for r in rows if r["growth"] == 2.0) for k in ("small", "big")}
+    print(f"jobs asking for <= {SMALL} workers: {n['small']}, more: {n['big']} (over the runs)")
+    table = {}
+    for spec in specs:
+        name = _policy(spec).name if isinstance(spec, tuple) else f"x{spec:g} for every job"
+        mine = [r for r in rows if r["growth"] == spec]
+        table[name] = {k: float(np.mean([r[key] for r in mine]))
+                       for k, key in (("all", "avg_jct_s"), ("small", "avg_jct_small_s"), ("big", "avg_jct_big_s"))}
+        print(f"{name:>36}: avg JCT all {table[name]['all']:9,.0f} s, small jobs {table[name]['small']:9,.0f} s, "
+              f"others {table[name]['big']:9,.0f} s ({len(mine)} runs)", flush=True)
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps({"instance": a.instance, "split": "train", "small": SMALL, "by_size": table,
+                                       "runs": [{**r, "growth": list(r["growth"]) if isinstance(r["growth"], tuple)
+                                                 else r["growth"]} for r in rows]}, indent=1))
 
 
 def rules(inst, a) -> None:
@@ -154,6 +187,8 @@ def main(argv=None) -> None:
     ap.add_argument("--hindsight", action="store_true", help="the bound on the test split (see above)")
     ap.add_argument("--extra-seeds", type=int, default=9, help="with --hindsight: test seeds after the split's")
     ap.add_argument("--rules", action="store_true", help="RULES against x2 and x64 on the train seeds (see above)")
+    ap.add_argument("--by-size", action="store_true",
+                    help="small and other jobs' avg JCT under x2, x64 and the mixed size rules (train seeds)")
     a = ap.parse_args(argv)
     suite, where = load_suite(a.suite)
     every = {i.key: i for i in instances(suite, where)}
@@ -163,6 +198,8 @@ def main(argv=None) -> None:
     inst = every[a.instance]
     if a.rules:
         return rules(inst, a)
+    if a.by_size:
+        return by_size(inst, a)
     if a.hindsight:
         first = inst.entry.test.seeds[0]
         tasks = [(g, k, sc, first + i) for g in GRID for k, sc, seed in inst.runs("test") if seed == first

@@ -290,3 +290,15 @@ def test_growth_rule_bad_arguments_name_the_field(kw, field):
     args = {"feature": "load", "tau": 0.5, **kw}
     with pytest.raises(ValueError, match=field):
         GrowthRule(**args)
+
+
+def test_run_splits_avg_jct_by_job_size(monkeypatch):
+    from benchmarks import pollux_growth as pg
+
+    r = pg.run_one((2.0, 0, "tiny", 0))
+    # tiny, seed 0, workers asked for in arrival order: 1, 2, 2, 2, 3, 2, 2, 2
+    assert (r["jobs_small"], r["jobs_big"]) == (7, 1)
+    whole = (r["avg_jct_small_s"] * r["jobs_small"] + r["avg_jct_big_s"] * r["jobs_big"]) / 8
+    assert whole == pytest.approx(r["avg_jct_s"], rel=1e-12)
+    monkeypatch.setattr(pg, "SMALL", 1)
+    assert pg.run_one((2.0, 0, "tiny", 0))["jobs_small"] == 1
