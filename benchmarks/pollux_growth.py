@@ -92,6 +92,18 @@ def _policy(spec: float | tuple) -> Pollux:
     return GrowthRule(*spec) if isinstance(spec, tuple) else Pollux(max_growth=spec)
 
 
+def _name(spec: float | tuple) -> str:
+    return _policy(spec).name if isinstance(spec, tuple) else f"x{spec:g} for every job"
+
+
+def _write(a, table_key: str, table: dict, rows: list[dict], **extra) -> None:
+    """--out: the table and every run (a rule's spec as a list)."""
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    runs = [{**r, "growth": list(r["growth"]) if isinstance(r["growth"], tuple) else r["growth"]} for r in rows]
+    Path(a.out).write_text(json.dumps({"instance": a.instance, "split": "train", **extra, table_key: table,
+                                       "runs": runs}, indent=1))
+
+
 SMALL = 2  # --by-size: a job asking for at most this many workers is "small"
 
 
@@ -141,16 +153,13 @@ def by_size(inst, a) -> None:
     print(f"jobs asking for <= {SMALL} workers: {n['small']}, more: {n['big']} (over the runs)")
     table = {}
     for spec in specs:
-        name = _policy(spec).name if isinstance(spec, tuple) else f"x{spec:g} for every job"
+        name = _name(spec)
         mine = [r for r in rows if r["growth"] == spec]
         table[name] = {k: float(np.mean([r[key] for r in mine]))
                        for k, key in (("all", "avg_jct_s"), ("small", "avg_jct_small_s"), ("big", "avg_jct_big_s"))}
         print(f"{name:>36}: avg JCT all {table[name]['all']:9,.0f} s, small jobs {table[name]['small']:9,.0f} s, "
               f"others {table[name]['big']:9,.0f} s ({len(mine)} runs)", flush=True)
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps({"instance": a.instance, "split": "train", "small": SMALL, "by_size": table,
-                                       "runs": [{**r, "growth": list(r["growth"]) if isinstance(r["growth"], tuple)
-                                                 else r["growth"]} for r in rows]}, indent=1))
+    _write(a, "by_size", table, rows, small=SMALL)
 
 
 def rules(inst, a) -> None:
@@ -163,7 +172,7 @@ def rules(inst, a) -> None:
         per.setdefault(r["growth"], {})[(r["window"], r["seed"])] = r["avg_jct_s"]
     table = {}
     for spec, runs in per.items():
-        name = _policy(spec).name if isinstance(spec, tuple) else f"x{spec:g} for every job"
+        name = _name(spec)
         ratio = {ref: np.array([v / per[ref][k] for k, v in runs.items()]) for ref in (2.0, 64.0)}
         table[name] = {"train_avg_jct_s": float(np.mean(list(runs.values()))),
                        **{f"over_x{ref:g}": {"mean": float(x.mean()), "ci95": ci95(x)} for ref, x in ratio.items()}}
@@ -171,10 +180,7 @@ def rules(inst, a) -> None:
               f"{ratio[2.0].mean():.3f} +- {ci95(ratio[2.0]):.3f}; / x64 {ratio[64.0].mean():.3f} +- "
               f"{ci95(ratio[64.0]):.3f} ({len(runs)} runs)", flush=True)
     print(f"{sum(r['cpu_s'] for r in rows):,.0f} CPU-s in runs")
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps({"instance": a.instance, "split": "train", "rules": table,
-                                       "runs": [{**r, "growth": list(r["growth"]) if isinstance(r["growth"], tuple)
-                                                 else r["growth"]} for r in rows]}, indent=1))
+    _write(a, "rules", table, rows)
 
 
 def main(argv=None) -> None:

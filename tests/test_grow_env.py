@@ -302,3 +302,27 @@ def test_run_splits_avg_jct_by_job_size(monkeypatch):
     assert whole == pytest.approx(r["avg_jct_s"], rel=1e-12)
     monkeypatch.setattr(pg, "SMALL", 1)
     assert pg.run_one((2.0, 0, "tiny", 0))["jobs_small"] == 1
+
+
+def test_rules_and_by_size_tables_on_a_tiny_instance(monkeypatch, tmp_path, capsys):
+    import json
+    from types import SimpleNamespace
+
+    from benchmarks import pollux_growth as pg
+
+    inst = SimpleNamespace(entry=SimpleNamespace(test=SimpleNamespace(seeds=[1000])),
+                           runs=lambda split: [(0, "tiny", 0)] if split == "train" else [])
+    a = SimpleNamespace(seeds="0", workers=1, instance="tiny-test", out=str(tmp_path / "r.json"))
+    monkeypatch.setattr(pg, "RULES", (("size", 2, 64.0, 2.0),))
+    pg.rules(inst, a)
+    out = json.loads((tmp_path / "r.json").read_text())
+    rules, jct = out["rules"], {str(r["growth"]): r["avg_jct_s"] for r in out["runs"]}
+    assert list(rules) == ["x2 for every job", "x64 for every job", "pollux-growth-size<=2?x64:x2"]
+    assert rules["x2 for every job"]["over_x2"]["mean"] == 1.0
+    assert rules["x64 for every job"]["over_x2"]["mean"] == jct["64.0"] / jct["2.0"] != 1.0
+    pg.by_size(inst, a)
+    by = json.loads((tmp_path / "r.json").read_text())["by_size"]
+    assert len(by) == 4 and by["x2 for every job"]["all"] == rules["x2 for every job"]["train_avg_jct_s"]
+    assert "small jobs" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="test seeds"):
+        pg.rules(inst, SimpleNamespace(**{**vars(a), "seeds": "1000"}))
