@@ -9,6 +9,7 @@ memory, cores for CPU.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -17,6 +18,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+def shared_dir() -> Path:
+    """Where the shared, read-only data lives: ``$DLCLUSTER_SHARED`` or ``<repo>/../shared``."""
+    env = os.environ.get("DLCLUSTER_SHARED")
+    if env:
+        return Path(env)
+    return CONFIG_DIR.parent.parent / "shared"
 
 
 class ConfigError(ValueError):

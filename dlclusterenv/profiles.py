@@ -21,24 +21,17 @@ import csv
 import itertools
 import json
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from scipy.optimize import least_squares
 
+from .config import shared_dir
+
 GAVEL_GPU_TYPES = ("k80", "p100", "v100")
 _U_MIN = 1e-3  # utilisations must stay > 0; the fit's lower bound
 _SCREEN_NFEV = 20  # iterations per start before the best starts are run to convergence
-
-
-def shared_dir() -> Path:
-    """Where the shared, read-only data lives: ``$DLCLUSTER_SHARED`` or ``<repo>/../shared``."""
-    env = os.environ.get("DLCLUSTER_SHARED")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parent.parent.parent / "shared"
 
 
 # ----------------------------------------------------------------------------- Gavel

@@ -45,6 +45,7 @@ from .config import (
     NodeType,
     Overheads,
     RackGroup,
+    shared_dir,
 )
 
 if TYPE_CHECKING:
@@ -156,9 +157,15 @@ class _Row(NamedTuple):
 
 def data_path(path: str | Path) -> Path:
     """A data file named in a config: absolute, or relative to the repository root (where
-    ``configs/`` is), so a scenario means the same file from whatever directory it is run."""
+    ``configs/`` is), so a scenario means the same file from whatever directory it is run; a path
+    under ``../shared/`` is under :func:`shared_dir` (``$DLCLUSTER_SHARED`` where set), as the
+    profiles are."""
     path = Path(path)
-    return path if path.is_absolute() else CONFIG_DIR.parent / path
+    if path.is_absolute():
+        return path
+    if path.parts[:2] == ("..", "shared"):
+        return shared_dir().joinpath(*path.parts[2:])
+    return CONFIG_DIR.parent / path
 
 
 def _warn_skipped(path: Path, n_bad: int) -> None:

@@ -283,7 +283,7 @@ def test_resume_key_names_the_trace_file_not_the_checkout_path(tmp_path, monkeyp
     import shutil
     from pathlib import Path
 
-    from dlclusterenv import traces
+    from dlclusterenv import config, traces
     from dlclusterenv.evaluate import run_key
     from dlclusterenv.workload import load_scenario
 
@@ -295,9 +295,14 @@ def test_resume_key_names_the_trace_file_not_the_checkout_path(tmp_path, monkeyp
     keys = []
     for checkout in ("a", "b"):
         (tmp_path / checkout / "configs").mkdir(parents=True)
-        monkeypatch.setattr(traces, "CONFIG_DIR", tmp_path / checkout / "configs")
+        for module in (config, traces):  # config's: shared_dir(), where ../shared/ paths go
+            monkeypatch.setattr(module, "CONFIG_DIR", tmp_path / checkout / "configs")
         keys.append(run_key(sc))
     assert keys[0] == keys[1] and str(tmp_path / "shared" / "t.json") in keys[0]
+    (tmp_path / "elsewhere").mkdir()
+    shutil.copy(tmp_path / "shared" / "t.json", tmp_path / "elsewhere")
+    monkeypatch.setenv("DLCLUSTER_SHARED", str(tmp_path / "elsewhere"))  # the data moved: a new key
+    assert str(tmp_path / "elsewhere" / "t.json") in run_key(sc)
 
 
 def test_small_gpu_utilisation_is_not_printed_as_zero():

@@ -475,3 +475,27 @@ def test_bad_utf8_names_the_line_and_the_byte_offset_in_the_file(tmp_path, fmt):
     with pytest.raises(TraceError, match=rf"{path}:{line}: not UTF-8: byte 0xff at byte offset "
                        rf"{offset:,} of the file \(byte 5 of line {line}\)"):
         load_trace(path, fmt)
+
+
+def test_shared_trace_paths_follow_dlcluster_shared(tmp_path, monkeypatch):
+    """A config's ../shared/ path means the shared data directory, which $DLCLUSTER_SHARED moves (as
+    it moves the profiles): with the data elsewhere and nothing beside the checkout, a trace scenario
+    still loads."""
+    import shutil
+
+    from dlclusterenv import make_sim
+    from dlclusterenv.traces import data_path
+    from dlclusterenv.workload import load_scenario
+
+    (tmp_path / "traces").mkdir()
+    shutil.copy(Path(__file__).parent / "data" / "philly_cluster_job_log.json", tmp_path / "traces" / "t.json")
+    monkeypatch.setenv("DLCLUSTER_SHARED", str(tmp_path))
+    assert data_path("../shared/traces/t.json") == tmp_path / "traces" / "t.json"
+    assert data_path("configs/x.yaml") == Path(__file__).resolve().parent.parent / "configs" / "x.yaml"
+    sc, _ = load_scenario({"name": "replay", "cluster": "tiny",
+                           "workload": {"kind": "trace", "models": {"ResNet-50": 1},
+                                        "trace": {"path": "../shared/traces/t.json", "format": "philly_json"}}})
+    assert make_sim(sc, 0).specs
+    monkeypatch.setenv("DLCLUSTER_SHARED", str(tmp_path / "nowhere"))
+    with pytest.raises(Exception, match="nowhere"):
+        make_sim(sc, 0)
