@@ -20,7 +20,7 @@ def test_errors_split_seen_unseen_and_shape():
 
 def test_probe_compares_tables_and_decides_as_pollux():
     """The probe compares tables and leaves every decision Pollux's (decision logs equal; on the
-    default cluster's first 30 jobs, 100 decision points: all 60 took twice as long)."""
+    default scenario with 30 jobs, 100 decision points: its 60 took twice as long)."""
     n, e, _ = run("tiny", 0)
     assert n > 0 and len(e["seen"]) and len(e["unseen"])
     sc = load_scenario("default")[0].model_dump()
