@@ -14,6 +14,12 @@ import sys
 import types
 from pathlib import Path
 
+# Two CPU cores shared with other jobs: one OpenMP thread in every process the tests start (README
+# snippets, CLI runs, workers), set before numpy and torch load. Two threads per torch process on
+# two busy cores spin at their barriers: at load 4 the README's MaskablePPO snippet took 57 s of
+# CPU with two, 7 s with one.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -28,7 +34,8 @@ settings.register_profile("ci", derandomize=True, database=None, print_blob=True
 settings.register_profile("thorough", max_examples=500, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
-# Two CPU cores: keep torch from oversubscribing them in the training tests.
+# Two CPU cores: keep torch from oversubscribing them in the training tests (also where
+# OMP_NUM_THREADS was set otherwise).
 torch.set_num_threads(1)
 
 SCENARIO = "tiny"

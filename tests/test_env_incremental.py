@@ -16,8 +16,11 @@ CACHES = ("_state_stamp", "_fit", "_base_obs", "_struct_mask", "_gpu_block")
 
 
 def from_scratch(env):
-    """Observation and mask of a deep copy whose every cache is dropped."""
-    fresh = copy.deepcopy(env)
+    """Observation and mask of a deep copy whose every cache is dropped. The simulator's packing
+    model (a frozen dataclass of measured co-location tables, never written after loading) is
+    shared, not copied: copying it was two thirds of each call's time."""
+    packing = env.sim.packing
+    fresh = copy.deepcopy(env, {id(packing): packing})
     for name in CACHES:
         if hasattr(fresh, name):
             setattr(fresh, name, None)

@@ -515,8 +515,8 @@ def test_maskable_ppo_learns(env_id):
     model = MaskablePPO(
         "MultiInputPolicy", env, n_steps=256, batch_size=64, n_epochs=2, seed=0, device="cpu"
     )
-    model.learn(2048)
-    assert model.num_timesteps >= 2048
+    model.learn(512)  # two rollouts and updates: the second samples from a trained policy
+    assert model.num_timesteps >= 512
     venv = model.get_env()
     obs = venv.reset()
     for _ in range(20):
