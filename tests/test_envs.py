@@ -515,8 +515,10 @@ def test_maskable_ppo_learns(env_id):
     model = MaskablePPO(
         "MultiInputPolicy", env, n_steps=256, batch_size=64, n_epochs=2, seed=0, device="cpu"
     )
+    before = [t.detach().clone() for t in model.policy.parameters()]
     model.learn(512)  # two rollouts and updates: the second samples from a trained policy
     assert model.num_timesteps >= 512
+    assert any(not (a == b).all() for a, b in zip(before, model.policy.parameters()))  # it updated
     venv = model.get_env()
     obs = venv.reset()
     for _ in range(20):
@@ -532,8 +534,10 @@ def test_plain_ppo_learns_on_placement():
 
     env = make_env("DLClusterPlace-v0")
     model = PPO("MultiInputPolicy", env, n_steps=256, batch_size=64, n_epochs=2, seed=0, device="cpu")
+    before = [t.detach().clone() for t in model.policy.parameters()]
     model.learn(1024)
     assert model.num_timesteps >= 1024
+    assert any(not (a == b).all() for a, b in zip(before, model.policy.parameters()))
 
 
 def test_env_ids_match_package():
