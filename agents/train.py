@@ -196,6 +196,9 @@ class TrainConfig(_Strict):
     total_timesteps: int = Field(ge=1)
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
     device: str = Field(default="cpu", pattern=r"^(cpu|auto|cuda(:\d+)?)$")
+    torch_threads: int | None = Field(
+        default=None, ge=1, description="torch's CPU threads while training (None: torch's default, "
+        "which honours OMP_NUM_THREADS); part of the run's bits: float sums split by thread")
     checkpoint_every: int = Field(ge=1, description="env steps (all envs together)")
     eval_every: int = Field(default=0, ge=0, description="env steps; 0: no evaluation")
     eval: EvalSpec = EvalSpec()
@@ -418,7 +421,20 @@ def new_model(cfg: TrainConfig, env):
 
 def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool = True):
     """Train (or resume) into `out`; returns the model. See the module docstring for what is
-    saved and restored."""
+    saved and restored. With `torch_threads`, torch runs on that many CPU threads meanwhile (two
+    threads on two busy cores spin at their barriers: README, "Training a scheduler")."""
+    import torch as th
+
+    before = th.get_num_threads()
+    if cfg.torch_threads:
+        th.set_num_threads(cfg.torch_threads)
+    try:
+        return _train(cfg, out, resume, progress_bar)
+    finally:
+        th.set_num_threads(before)
+
+
+def _train(cfg: TrainConfig, out: Path, resume: bool, progress_bar: bool):
     from stable_baselines3.common.logger import configure
 
     out = Path(out)

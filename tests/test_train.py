@@ -144,6 +144,7 @@ def test_bc_imitates_dltap_above_chance():
         ({"eval": {"baselines": ["fifo", "nope"]}}, "eval.baselines"),
         ({"policy_kwargs": {"features_extractor_class": "agents.nope.X"}}, "policy_kwargs"),
         ({"device": "tpu"}, "device"),
+        ({"torch_threads": 0}, "torch_threads"),
     ],
 )
 def test_bad_config_names_file_and_key(tmp_path, patch, key):
@@ -192,3 +193,16 @@ def test_smoke_config_trains_a_policy_that_starts_jobs(tmp_path):
     assert main(["train", "--config", str(smoke), "--out", str(tmp_path / "smoke")]) == 0
     m = run_learned(f"maskableppo:{tmp_path / 'smoke' / 'model.zip'}", "tiny", 0)
     assert m.jobs_finished > 0
+
+
+def test_torch_threads_hold_while_training_and_are_restored(tmp_path, monkeypatch):
+    import agents.train as tr
+
+    seen = []
+    monkeypatch.setattr(tr, "_train", lambda *a: seen.append(th.get_num_threads()))
+    cfg = {**BASE, "eval_every": 0}
+    before = th.get_num_threads()
+    for threads in (3, None):
+        tr.train(load_config(_write(tmp_path / "c.yaml", {**cfg, "torch_threads": threads})), tmp_path / "o")
+        assert th.get_num_threads() == before
+    assert seen == [3, before]
