@@ -96,12 +96,17 @@ def _name(spec: float | tuple) -> str:
     return _policy(spec).name if isinstance(spec, tuple) else f"x{spec:g} for every job"
 
 
-def _write(a, table_key: str, table: dict, rows: list[dict], **extra) -> None:
-    """--out: the table and every run (a rule's spec as a list)."""
+def _write(a, runs: list[dict], **fields) -> None:
+    """--out: the instance, `fields` and every run (a rule's spec as a list)."""
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    runs = [{**r, "growth": list(r["growth"]) if isinstance(r["growth"], tuple) else r["growth"]} for r in rows]
-    Path(a.out).write_text(json.dumps({"instance": a.instance, "split": "train", **extra, table_key: table,
-                                       "runs": runs}, indent=1))
+    runs = [{**r, "growth": list(r["growth"]) if isinstance(r["growth"], tuple) else r["growth"]} for r in runs]
+    Path(a.out).write_text(json.dumps({"instance": a.instance, **fields, "runs": runs}, indent=1))
+
+
+def _pool(a, tasks: list[tuple]) -> list[dict]:
+    """run_one over `tasks` on --workers processes, in task order."""
+    with ProcessPoolExecutor(a.workers) as pool:
+        return list(pool.map(run_one, tasks))
 
 
 SMALL = 2  # --by-size: a job asking for at most this many workers is "small"
@@ -134,6 +139,10 @@ def hindsight(rows: list[dict]) -> dict:
     return {k: {"mean": float(np.mean(x)), "ci95": ci95(np.asarray(x)), "n": len(x)} for k, x in ratios.items()}
 
 
+def _seeds(a) -> list[int]:
+    return [int(s) for s in a.seeds.split(",")]
+
+
 def train_tasks(inst, seeds: list[int], specs) -> list[tuple]:
     """(spec, window, scenario, seed) for every spec on every train window and seed; SystemExit if a
     seed is one of the test split's."""
@@ -147,8 +156,7 @@ def by_size(inst, a) -> None:
     """--by-size: x2, x64 and the two mixed size rules at SMALL on the train runs; the avg JCT of the
     small jobs and of the others under each (who gains and who pays when the limits differ)."""
     specs = (2.0, 64.0, ("size", SMALL, 64.0, 2.0), ("size", SMALL, 2.0, 64.0))
-    with ProcessPoolExecutor(a.workers) as pool:
-        rows = list(pool.map(run_one, train_tasks(inst, [int(s) for s in a.seeds.split(",")], specs)))
+    rows = _pool(a, train_tasks(inst, _seeds(a), specs))
     n = {k: sum(r[f"jobs_{k}"] for r in rows if r["growth"] == 2.0) for k in ("small", "big")}
     print(f"jobs asking for <= {SMALL} workers: {n['small']}, more: {n['big']} (over the runs)")
     table = {}
@@ -159,14 +167,12 @@ def by_size(inst, a) -> None:
                        for k, key in (("all", "avg_jct_s"), ("small", "avg_jct_small_s"), ("big", "avg_jct_big_s"))}
         print(f"{name:>36}: avg JCT all {table[name]['all']:9,.0f} s, small jobs {table[name]['small']:9,.0f} s, "
               f"others {table[name]['big']:9,.0f} s ({len(mine)} runs)", flush=True)
-    _write(a, "by_size", table, rows, small=SMALL)
+    _write(a, rows, split="train", small=SMALL, by_size=table)
 
 
 def rules(inst, a) -> None:
     """--rules: each rule's train avg JCT and its avg JCT over x2's and x64's per run."""
-    tasks = train_tasks(inst, [int(s) for s in a.seeds.split(",")], (2.0, 64.0, *RULES))
-    with ProcessPoolExecutor(a.workers) as pool:
-        rows = list(pool.map(run_one, tasks))
+    rows = _pool(a, train_tasks(inst, _seeds(a), (2.0, 64.0, *RULES)))
     per = {}
     for r in rows:
         per.setdefault(r["growth"], {})[(r["window"], r["seed"])] = r["avg_jct_s"]
@@ -180,7 +186,7 @@ def rules(inst, a) -> None:
               f"{ratio[2.0].mean():.3f} +- {ci95(ratio[2.0]):.3f}; / x64 {ratio[64.0].mean():.3f} +- "
               f"{ci95(ratio[64.0]):.3f} ({len(runs)} runs)", flush=True)
     print(f"{sum(r['cpu_s'] for r in rows):,.0f} CPU-s in runs")
-    _write(a, "rules", table, rows)
+    _write(a, rows, split="train", rules=table)
 
 
 def main(argv=None) -> None:
@@ -210,20 +216,15 @@ def main(argv=None) -> None:
         first = inst.entry.test.seeds[0]
         tasks = [(g, k, sc, first + i) for g in GRID for k, sc, seed in inst.runs("test") if seed == first
                  for i in range(a.extra_seeds + 1)]
-        with ProcessPoolExecutor(a.workers) as pool:
-            rows = list(pool.map(run_one, tasks))
+        rows = _pool(a, tasks)
         h = hindsight(rows)
         for k, v in h.items():
             name = "best of the grid per run" if k == "best" else f"x{k:g} for every job"
             print(f"{name:>26} / Pollux (x2): {v['mean']:.3f} +- {v['ci95']:.3f} over {v['n']} test runs")
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps({"instance": a.instance, "split": "test", "hindsight": h,
-                                           "runs": rows}, indent=1))
+        _write(a, rows, split="test", hindsight=h)
         return
-    seeds = [int(s) for s in a.seeds.split(",")]
-    tasks = train_tasks(inst, seeds, GRID)
-    with ProcessPoolExecutor(a.workers) as pool:
-        rows = list(pool.map(run_one, tasks))
+    seeds = _seeds(a)
+    rows = _pool(a, train_tasks(inst, seeds, GRID))
     table = {}
     for g in GRID:
         x = [r["avg_jct_s"] for r in rows if r["growth"] == g]
@@ -233,9 +234,7 @@ def main(argv=None) -> None:
     best = min(GRID, key=table.get)
     print(f"best growth constant on train: {best:g} (spec benchmarks.pollux_growth:Growth{best:g}); "
           f"{sum(r['cpu_s'] for r in rows):,.0f} CPU-s in runs")
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps({"instance": a.instance, "seeds": seeds, "means": table,
-                                       "best": best, "runs": rows}, indent=1))
+    _write(a, rows, seeds=seeds, means=table, best=best)
 
 
 if __name__ == "__main__":
