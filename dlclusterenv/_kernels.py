@@ -169,19 +169,80 @@ def _node_runs(task_node, contended):
 
 
 @_jit
+def gather(index, pool_consts, with_consts, task_node, is_worker, want, limit, w_gpu, w_compute, links, nbytes,
+           flows):
+    """speed.PlanStack's arrays from its pools: each job's rows of each kind (offset and count in
+    `index` rows 0-5, its consts row in row 6), concatenated in job order (plain copies); the
+    consts rows too where `with_consts` (else an empty array)."""
+    n = index.shape[1]
+    nt = 0
+    nw = 0
+    ne = 0
+    for j in range(n):
+        nt += index[1, j]
+        nw += index[3, j]
+        ne += index[5, j]
+    n_c = pool_consts.shape[1] if with_consts else 0
+    k = np.empty((n if with_consts else 0, n_c))
+    tn = np.empty(nt, np.int64)
+    iw = np.empty(nt, np.bool_)
+    wa = np.empty(nt)
+    li = np.empty(nt)
+    wg = np.empty(nw, np.int64)
+    wc = np.empty(nw)
+    lk = np.empty(ne, np.int64)
+    nb = np.empty(ne)
+    fl = np.empty(ne)
+    t = 0
+    w = 0
+    e = 0
+    for j in range(n):
+        r = index[6, j]
+        for c in range(n_c):
+            k[j, c] = pool_consts[r, c]
+        lo = index[0, j]
+        for i in range(index[1, j]):
+            tn[t] = task_node[lo + i]
+            iw[t] = is_worker[lo + i]
+            wa[t] = want[lo + i]
+            li[t] = limit[lo + i]
+            t += 1
+        lo = index[2, j]
+        for i in range(index[3, j]):
+            wg[w] = w_gpu[lo + i]
+            wc[w] = w_compute[lo + i]
+            w += 1
+        lo = index[4, j]
+        for i in range(index[5, j]):
+            lk[e] = links[lo + i]
+            nb[e] = nbytes[lo + i]
+            fl[e] = flows[lo + i]
+            e += 1
+    return k, tn, iw, wa, li, wg, wc, lk, nb, fl
+
+
+@_jit
 def rates(cpus, cpu_cap, cap, gpu_node, gpu_mode, n_gpus, ib, latency_s, rpc_s, cpu_switch_s,
-          sched_latency_s, min_granularity_s, switch, server, consts, task_node, is_worker, want,
-          limit, w_gpu, w_compute, links, nbytes, flows, entry_counts, packed):
-    """speed.compute_rates' arithmetic over the PlanStack's arrays (the model is explained there).
+          sched_latency_s, min_granularity_s, switch, server, index, consts, pool_task_node,
+          pool_is_worker, pool_want, pool_limit, pool_w_gpu, pool_w_compute, pool_links, pool_nbytes,
+          pool_flows, packed):
+    """speed.compute_rates' arithmetic over a PlanStack (the model is explained there): its
+    pools and index (`gather`); consts are read at each job's pool row.
 
     Returns (status, speed, cross_node, cross_rack, gpus, link_Bps, cpu_used, gpu_busy, got,
-    gpus_busy, cores_used, nic_Bps, util_w, on_packed). Status 1: a worker shares a GPU set to
-    pack and `packed` is empty; nothing else is computed, util_w holds each worker's GPU's summed
-    utilisation and on_packed flags those workers: call again with each worker's packed factor.
+    gpus_busy, cores_used, nic_Bps, util_w, on_packed, rows, shares): rows and shares are the
+    jobs' ROW and SHARE consts. Status 1: a worker shares a GPU set to pack and `packed` is
+    empty; nothing else is computed, util_w holds each worker's GPU's summed utilisation and
+    on_packed flags those workers: call again with each worker's packed factor.
     """
+    crow = index[6]  # each job's consts row (the stack's consts[j] is consts[crow[j]])
+    _, task_node, is_worker, want, limit, w_gpu, w_compute, links, nbytes, flows = gather(
+        index, consts, False, pool_task_node, pool_is_worker, pool_want, pool_limit, pool_w_gpu,
+        pool_w_compute, pool_links, pool_nbytes, pool_flows)
+    entry_counts = index[5]
     n = len(cpus)
     n_link = len(cap)
-    n_jobs = consts.shape[0]
+    n_jobs = index.shape[1]
     n_t = len(task_node)
     n_wk = len(w_gpu)
     e0 = np.zeros(0)
@@ -191,11 +252,11 @@ def rates(cpus, cpu_cap, cap, gpu_node, gpu_mode, n_gpus, ib, latency_s, rpc_s, 
     any_ps = False
     all_sync = True
     for j in range(n_jobs):
-        n_ps[j] = np.int64(consts[j, NPS])
-        n_w[j] = np.int64(consts[j, NW])
+        n_ps[j] = np.int64(consts[crow[j], NPS])
+        n_w[j] = np.int64(consts[crow[j], NW])
         if n_ps[j] != 0:
             any_ps = True
-        if not consts[j, SYNC] > 0:
+        if not consts[crow[j], SYNC] > 0:
             all_sync = False
     w_job = np.empty(n_wk, np.int64)  # each worker's job, in job order
     w_end = np.empty(n_jobs + 1, np.int64)
@@ -257,7 +318,7 @@ def rates(cpus, cpu_cap, cap, gpu_node, gpu_mode, n_gpus, ib, latency_s, rpc_s, 
                 j += 1
                 seen = 0
             seen += 1
-            ref = consts[j, PS_REF]
+            ref = consts[crow[j], PS_REF]
             ratio = _mn(1.0, eff[i] / _mx(ref, 1e-300)) if ref > 0 else 1.0
             ps_f[j] = _mn(ps_f[j], ratio)
         for j in range(n_jobs):
@@ -283,7 +344,7 @@ def rates(cpus, cpu_cap, cap, gpu_node, gpu_mode, n_gpus, ib, latency_s, rpc_s, 
         util_sum = np.zeros(n_slots)
         for i in range(n_wk):
             if w_gpu[i] >= 0:
-                util_sum[w_gpu[i]] += consts[w_job[i], UTIL]
+                util_sum[w_gpu[i]] += consts[crow[w_job[i]], UTIL]
         mode = np.zeros(n_slots, np.int8)
         for s in range(min(len(gpu_mode), n_slots)):
             mode[s] = gpu_mode[s]
@@ -299,7 +360,8 @@ def rates(cpus, cpu_cap, cap, gpu_node, gpu_mode, n_gpus, ib, latency_s, rpc_s, 
                 gi = w_gpu[i] if w_gpu[i] >= 0 else 0
                 util_w[i] = util_sum[gi]
                 on_packed[i] = w_gpu[i] >= 0 and mode[gi] == 1 and cnt[gi] >= 2
-            return (1, e0, e0, e0, e0, e0, e0, b0, e0, 0.0, 0.0, 0.0, util_w, on_packed)
+            return (1, e0, e0, e0, e0, e0, e0, b0, e0, 0.0, 0.0, 0.0, util_w, on_packed,
+                    np.zeros(0, np.int64), e0)
         share = np.empty(n_wk)
         for i in range(n_wk):
             gi = w_gpu[i] if w_gpu[i] >= 0 else 0
@@ -335,7 +397,7 @@ def rates(cpus, cpu_cap, cap, gpu_node, gpu_mode, n_gpus, ib, latency_s, rpc_s, 
                 else:
                     f = switch / share[i]
             else:
-                w_ref = consts[w_job[i], W_REF]
+                w_ref = consts[crow[w_job[i]], W_REF]
                 f = eff[wt] / w_ref if w_ref > 0 else 1.0
             c_w[i] = w_compute[i] / _mx(f, 1e-9)
             wt += 1
@@ -379,13 +441,13 @@ def rates(cpus, cpu_cap, cap, gpu_node, gpu_mode, n_gpus, ib, latency_s, rpc_s, 
             slowest = c_w[lo]
             for i in range(lo + 1, hi):
                 slowest = _mx(slowest, c_w[i])
-        comm[j] = (_mx(net[j], consts[j, TASK_TIME]) + host[j]) + latency_s * consts[j, MESSAGES]
-        overhead = consts[j, OVERHEAD]
+        comm[j] = (_mx(net[j], consts[crow[j], TASK_TIME]) + host[j]) + latency_s * consts[crow[j], MESSAGES]
+        overhead = consts[crow[j], OVERHEAD]
         if any_ps:
             # the RPCs and the PS update happen once per exchange, every k steps
-            every = consts[j, EVERY]
+            every = consts[crow[j], EVERY]
             rpc[j] = rpc_s * np.float64(n_ps[j] + n_w[j] if n_ps[j] > 0 else 0) / every
-            u = consts[j, UPDATE] / np.float64(max(n_ps[j], 1))
+            u = consts[crow[j], UPDATE] / np.float64(max(n_ps[j], 1))
             if len(contended):
                 u = u / ps_f[j]
             upd[j] = (u if n_ps[j] > 0 else 0.0) / every
@@ -394,15 +456,15 @@ def rates(cpus, cpu_cap, cap, gpu_node, gpu_mode, n_gpus, ib, latency_s, rpc_s, 
         else:
             x_sync = comm[j]
             t_fixed = slowest + overhead
-        t_sync = t_fixed + x_sync - _mn(consts[j, PHI] * slowest, consts[j, OMEGA] * x_sync)
-        if all_sync or consts[j, SYNC] > 0:
+        t_sync = t_fixed + x_sync - _mn(consts[crow[j], PHI] * slowest, consts[crow[j], OMEGA] * x_sync)
+        if all_sync or consts[crow[j], SYNC] > 0:
             s[j] = np.float64(n_w[j]) / t_sync
         else:  # async workers run their own loops; the job's speed is the sum of their rates
             acc = 0.0
             for i in range(lo, hi):
                 x_w = comm[j] + upd[j] if any_ps else comm[j]
                 fixed_w = overhead + rpc[j] if any_ps else overhead
-                per = c_w[i] + fixed_w + x_w - _mn(consts[j, PHI] * c_w[i], consts[j, OMEGA] * x_w)
+                per = c_w[i] + fixed_w + x_w - _mn(consts[crow[j], PHI] * c_w[i], consts[crow[j], OMEGA] * x_w)
                 acc = 1.0 / per if i == lo else acc + 1.0 / per
             s[j] = acc
         moved[j] = s[j] / np.float64(n_w[j])
@@ -410,22 +472,28 @@ def rates(cpus, cpu_cap, cap, gpu_node, gpu_mode, n_gpus, ib, latency_s, rpc_s, 
     xr = np.empty(n_jobs)
     gpus = np.empty(n_jobs)
     for j in range(n_jobs):
-        xn[j] = consts[j, XNODE] * moved[j]
-        xr[j] = consts[j, XRACK] * moved[j]
-        gpus[j] = np.float64(n_w[j]) * consts[j, GPU]
+        xn[j] = consts[crow[j], XNODE] * moved[j]
+        xr[j] = consts[crow[j], XRACK] * moved[j]
+        gpus[j] = np.float64(n_w[j]) * consts[crow[j], GPU]
     link_Bps = np.zeros(n_link)
     e = 0
     for j in range(n_jobs):
         for q in range(e, e + entry_counts[j]):
             link_Bps[links[q]] += nbytes[q] * moved[j]
         e += entry_counts[j]
+    led_rows = np.empty(n_jobs, np.int64)  # the engine's columns (sim._Epoch)
+    shares = np.empty(n_jobs)
+    for j in range(n_jobs):
+        led_rows[j] = np.int64(consts[crow[j], ROW])
+        shares[j] = consts[crow[j], SHARE]
     gpu_busy = cnt[:n_gpus] > 0
     busy = 0
     for g in range(n_gpus):
         if gpu_busy[g]:
             busy += 1
     return (0, s, xn, xr, gpus, link_Bps, cpu_used, gpu_busy, got, np.float64(busy),
-            pairwise_sum(cpu_used), _pairwise(link_Bps, 0, min(2 * n, n_link)), e0, b0)
+            pairwise_sum(cpu_used), _pairwise(link_Bps, 0, min(2 * n, n_link)), e0, b0, led_rows,
+            shares)
 
 
 @_jit

@@ -27,7 +27,7 @@ from .jobs import (DONE, L_BIAS, L_DOM, L_GPU, L_LAST, L_MARK, L_OBS_MEAN, L_OBS
 from .metrics import Metrics, summarize
 from .comm import link_capacity, pattern
 from .efficiency import Efficiency
-from .speed import ROW, SHARE, Colocation, PackingModel, PlanStack, Rates, alone_speed, compute_rates
+from .speed import Colocation, PackingModel, PlanStack, Rates, alone_speed, compute_rates
 
 EPS = 1e-9
 _NONE = np.zeros(0)  # an optional array of _kernels.integrate left out
@@ -78,7 +78,7 @@ class _Epoch:
 
     def __init__(self, sim: Simulator, running: list[Job], jobs: list[Job], rates: Rates):
         self.jobs = jobs  # rates' rows
-        self.rows = rates.consts[:, ROW].astype(np.int64)
+        self.rows = rates.rows
         self.speed = rates.speed_arr
         self.observed = (self.speed > 0).nonzero()[0]  # (np.flatnonzero's result, without its ravel)
         # the measured ones as an index: every job (a slice, views not copies) while none stands still
@@ -106,7 +106,7 @@ class _Epoch:
         # `running` are the running ones of `hold`, in its order: the same when all run
         if all_awake and len(hold) == len(running):
             self.holding = self.rows
-            self.shares = np.ascontiguousarray(rates.consts[:, SHARE])
+            self.shares = rates.shares
         else:
             self.holding = self.rows_running if len(hold) == len(running) else np.array([j.row for j in hold], np.int64)
             share = sim._dominant_share

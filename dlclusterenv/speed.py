@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from . import _kernels
-from ._kernels import ROW, SHARE
+from ._kernels import SHARE
 from .cluster import Cluster
 from .comm import intra_base, link_capacity, n_links, pattern
 from .config import ModelSpec, Overheads, read_yaml
@@ -172,6 +172,8 @@ class JobPlan:
     nbytes: np.ndarray
     flows: np.ndarray
     consts: tuple  # the _NPS.._GPU columns
+    # (a PlanStack's pool mark, the plan's index column there): where its arrays were copied
+    slot: tuple | None = field(default=None, repr=False)
 
 
 _FEW_ENTRIES = 96  # above it numpy's unique is the faster (measured: equal at about 100 entries)
@@ -256,67 +258,121 @@ def common_ends(x: list, y: list) -> tuple[int, int]:
 
 class PlanStack:
     """The running jobs' plan arrays concatenated in job order, kept between calls of
-    `compute_rates`: when a few jobs started, ended or moved in a long list, only the run of jobs
-    between the first and the last changed plan is gathered again and spliced in (gathering
-    every plan was 40% of a call at Philly scale, 150 running jobs); when most changed (a small
-    cluster), all are gathered, as before. Concatenation is exact, so the rates are the same
-    bits either way. Plans are never changed in place (a moved task makes a new one), so a plan
-    seen before at its place is taken as unchanged."""
+    `compute_rates`. Each plan's arrays are copied once into a pool (per field a growing array,
+    the plan's rows noted on it: `JobPlan.slot`), the stack keeps per job where its rows lie
+    (`index`), and a change splices only that index (the run of jobs between the first and the
+    last changed plan; all of it when most changed) and gathers the stack from the pool in one
+    compiled pass (_kernels.gather). Splicing each field's arrays in numpy instead was ~15 calls
+    per change, the largest piece of a change at Philly scale (README, branch arena15).
+    Concatenation is exact, so the rates are the same bits either way. Plans are never changed in
+    place (a moved task makes a new one), so a plan seen before at its place is taken as
+    unchanged. When a pool is full it is made again from the current stack alone (its gathered
+    arrays are exactly that), so it holds the running jobs' plans and those added since; a plan
+    whose rows were dropped so (a paused job's) is copied in again when it comes back."""
 
     # per task, per worker and per (job, link) entry; `consts` is one row per job
     FIELDS = {"task": ("task_node", "is_worker", "want", "limit"), "worker": ("w_gpu", "w_compute"),
               "entry": ("links", "nbytes", "flows")}
+    DTYPES = {"task_node": np.int64, "is_worker": np.bool_, "want": np.float64, "limit": np.float64,
+              "w_gpu": np.int64, "w_compute": np.float64, "links": np.int64, "nbytes": np.float64,
+              "flows": np.float64}
+    _FLAT = tuple(f for fs in FIELDS.values() for f in fs)
+    _MIN_POOL = 256
 
     def __init__(self) -> None:
         self.plans: list[JobPlan] = []
-        self.consts = np.zeros((0, _N_CONSTS))
-        self.arrays: dict[str, np.ndarray] = {}
-        # rows per job of each kind, one row per kind (FIELDS' order): spliced as `consts` is, so
-        # that a splice finds its bounds in one cumsum instead of keeping three ends arrays
-        self.counts = np.zeros((len(self.FIELDS), 0), np.int64)
-        self.entry_counts = self.counts[2]  # (job, link) entries per job (a contiguous row)
+        # per job (a column each): offset and count in the pool of its task, worker and entry
+        # rows, then its consts row
+        self.index = np.zeros((7, 0), np.int64)
+        self._pool(self._MIN_POOL, self._MIN_POOL, self._MIN_POOL, self._MIN_POOL)
 
-    @classmethod
-    def _counts(cls, plans: list[JobPlan]) -> np.ndarray:
-        return np.array([[len(getattr(p, fields[0])) for p in plans] for fields in cls.FIELDS.values()],
-                        dtype=np.int64).reshape(len(cls.FIELDS), len(plans))
+    def _pool(self, n_task: int, n_worker: int, n_entry: int, n_job: int) -> None:
+        """Empty pools of these sizes, and a new mark: every plan's rows are in the old ones."""
+        size = {"task": n_task, "worker": n_worker, "entry": n_entry}
+        self.pool = {f: np.zeros(size[g], self.DTYPES[f]) for g, fs in self.FIELDS.items() for f in fs}
+        self.pool_consts = np.zeros((n_job, _N_CONSTS))
+        self.used = [0, 0, 0, 0]  # rows taken: task, worker, entry, consts
+        self.mark = object()  # JobPlan.slot holds the mark of the pools its rows are in
+
+    @property
+    def entry_counts(self) -> np.ndarray:
+        """(job, link) entries per job."""
+        return self.index[5]
+
+    def gathered(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """The stack's arrays (field -> its rows of every job, in job order) and consts (a row per
+        job): what the kernel reads through the index."""
+        out = _kernels.gather(self.index, self.pool_consts, True, *(self.pool[f] for f in self._FLAT))
+        return dict(zip(self._FLAT, out[1:])), out[0]
 
     def ends(self, kind: str) -> np.ndarray:
         """Where each job's rows of a kind ("task", "worker", "entry") end, after a leading 0."""
-        k = list(self.FIELDS).index(kind)
-        return np.concatenate([[0], np.cumsum(self.counts[k], dtype=np.int64)])
+        k = 2 * list(self.FIELDS).index(kind) + 1
+        return np.concatenate([[0], np.cumsum(self.index[k], dtype=np.int64)])
+
+    def _remake(self, need: list[int]) -> None:
+        """New pools holding the current stack (rows in stack order: its gathered arrays) with
+        room for `need` more rows of each kind; the stack's plans get their new rows."""
+        n = len(self.plans)
+        arrays, consts = self.gathered()
+        live = [len(arrays["task_node"]), len(arrays["w_gpu"]), len(arrays["links"]), n]
+        self._pool(*(max(2 * (a + b), self._MIN_POOL) for a, b in zip(live, need)))
+        for f in self._FLAT:
+            self.pool[f][: len(arrays[f])] = arrays[f]
+        self.pool_consts[:n] = consts
+        counts = self.index[1::2][:3]
+        offs = np.cumsum(counts, axis=1) - counts
+        self.index = np.concatenate([np.stack([offs[0], counts[0], offs[1], counts[1], offs[2],
+                                               counts[2]]), np.arange(n)[None, :]])
+        self.used = live
+        for p, col in zip(self.plans, self.index.T.tolist()):
+            p.slot = (self.mark, col)
+
+    @staticmethod
+    def _sizes(plans: list[JobPlan]) -> list[int]:
+        """Rows of each kind, and consts rows, that `plans` take."""
+        return [sum(len(p.task_node) for p in plans), sum(len(p.w_gpu) for p in plans),
+                sum(len(p.links) for p in plans), len(plans)]
+
+    def _slots(self, plans: list[JobPlan]) -> list[list[int]]:
+        """Each plan's index column, its arrays copied into the pools where they are not yet."""
+        new = [p for p in plans if p.slot is None or p.slot[0] is not self.mark]
+        if new:
+            need = self._sizes(new)
+            if any(u + k > len(a) for u, k, a in zip(self.used, need, (
+                    self.pool["task_node"], self.pool["w_gpu"], self.pool["links"], self.pool_consts))):
+                self._remake(self._sizes(plans))  # (room for all of them: some may lose rows)
+                new = [p for p in plans if p.slot is None or p.slot[0] is not self.mark]
+            pool, used = self.pool, self.used
+            for p in new:
+                col = []
+                for g, fs in self.FIELDS.items():
+                    k = list(self.FIELDS).index(g)
+                    lo, m = used[k], len(getattr(p, fs[0]))
+                    for f in fs:
+                        pool[f][lo : lo + m] = getattr(p, f)
+                    used[k] = lo + m
+                    col += (lo, m)
+                self.pool_consts[used[3]] = p.consts
+                col.append(used[3])
+                used[3] += 1
+                p.slot = (self.mark, col)
+        return [p.slot[1] for p in plans]
 
     def update(self, plans: list[JobPlan]) -> "PlanStack":
         old, n_old, n_new = self.plans, len(self.plans), len(plans)
         if n_old == n_new and old == plans:  # the same plans (identity, at C speed)
             return self
         a, b = common_ends(old, plans)  # the plans that differ lie between a head and a tail
-        if 2 * (n_new - a - b) > n_new:  # most changed: gather them all
-            self.plans = list(plans)
-            self.consts = np.array([p.consts for p in plans], dtype=float).reshape(n_new, _N_CONSTS)
-            for f in (f for fs in self.FIELDS.values() for f in fs):
-                self.arrays[f] = np.concatenate([getattr(p, f) for p in plans])
-            self.counts = self._counts(plans)
-            self.entry_counts = self.counts[2]
-            return self
+        if 2 * (n_new - a - b) > n_new:  # most changed: the index made anew
+            a = b = 0
         mid = plans[a : n_new - b]
+        cols = self._slots(mid)  # (may remake the pools: `index` then follows)
         cut = n_old - b  # old plans [a, cut) are replaced by `mid`
-        ends = self.counts.cumsum(axis=1)  # each kind's row where each old job ends
-        lo = ends[:, a - 1].tolist() if a else [0] * len(self.FIELDS)
-        hi = ends[:, cut - 1].tolist() if cut else [0] * len(self.FIELDS)
-        if mid:
-            self.consts = np.concatenate([self.consts[:a], np.array([p.consts for p in mid], dtype=float)
-                                          .reshape(len(mid), _N_CONSTS), self.consts[cut:]])
-            self.counts = np.concatenate([self.counts[:, :a], self._counts(mid), self.counts[:, cut:]], axis=1)
-        else:  # jobs left, none came
-            self.consts = np.concatenate([self.consts[:a], self.consts[cut:]])
-            self.counts = np.concatenate([self.counts[:, :a], self.counts[:, cut:]], axis=1)
-        for fields, l, h in zip(self.FIELDS.values(), lo, hi):
-            for f in fields:
-                arr = self.arrays[f]
-                self.arrays[f] = np.concatenate([arr[:l], *(getattr(p, f) for p in mid), arr[h:]])
+        idx = self.index
+        add = np.array(cols, dtype=np.int64).reshape(len(mid), 7).T
+        self.index = np.concatenate([idx[:, :a], add, idx[:, cut:]], axis=1)
         self.plans = list(plans)
-        self.entry_counts = self.counts[2]
         return self
 
 
@@ -324,8 +380,8 @@ class Rates:
     """Speeds and loads under the current placement; per-job dicts and per-task cores are built
     when first read (the engine reads only the arrays, and rates change at every event)."""
 
-    def __init__(self, jobs, speed, cross_node, cross_rack, gpus, link_Bps, cpu_used, gpu_busy, plans, got, consts,
-                 totals):
+    def __init__(self, jobs, speed, cross_node, cross_rack, gpus, link_Bps, cpu_used, gpu_busy, plans, got, rows,
+                 shares, totals):
         # per running job, in the order given (arrays, for the engine's vectorised integration)
         self._jobs = jobs
         self.speed_arr, self.cross_node_arr, self.cross_rack_arr = speed, cross_node, cross_rack
@@ -334,7 +390,9 @@ class Rates:
         self.cpu_used: np.ndarray = cpu_used  # cores in use per node
         self.gpu_busy: np.ndarray = gpu_busy  # bool per GPU: a running worker computes on it
         self._plans, self._got, self._cores = plans, got, None
-        self.consts = consts  # the jobs' JobPlan.consts, one row each (ROW, SHARE: the engine's)
+        # the engine's consts of each job (JobPlan.consts' ROW and SHARE): its Ledger row, its
+        # dominant share
+        self.rows, self.shares = rows, shares
         # cluster-wide totals, constant until the rates change (the engine integrates them): GPUs
         # busy, cores used, NIC bytes/s (np.sum's of gpu_busy, cpu_used, link_Bps[:2 n])
         self.gpus_busy, self.cores_used, self.nic_Bps = totals
@@ -407,13 +465,12 @@ def compute_rates(
     if not jobs:
         e = np.zeros(0)
         return Rates([], e, e, e, e, np.zeros(n_link), np.zeros(n), np.zeros(cluster.n_gpus, bool), [], np.zeros(0),
-                     np.zeros((0, _N_CONSTS)), (0.0, 0.0, 0.0))
+                     np.zeros(0, np.int64), e, (0.0, 0.0, 0.0))
     plans = list(map(_PLAN, jobs))  # the cached plans, gathered at C speed; then the missing
     if None in plans:  # an identity scan in C (JobPlan compares by identity)
         for i in compress(count(), map(is_, plans, repeat(None))):
             plans[i] = job_plan(cluster, jobs[i])
     st = (stack or PlanStack()).update(plans)
-    arr, k = st.arrays, st.consts
     # One compiled pass (_kernels.rates) over the stacked plans does the model's arithmetic, in the
     # numpy code's order (same bits; sections that cannot change a speed are skipped):
     # ---- CPU: the tasks on a node share its cores by max-min fairness over what each can use,
@@ -449,21 +506,20 @@ def compute_rates(
     switch = 1.0 - min(o.suspend_resume_s / o.time_slice_s, 1.0)
     args = (cc.cpus, cc.cpu_cap, cap, cluster.gpu_node, gpu_mode, cluster.n_gpus, cc.ib,
             cluster.config.network.latency_s, o.rpc_s, o.cpu_switch_s, o.cpu_sched_latency_s,
-            o.cpu_min_granularity_s, switch, o.time_slice == "server", k, arr["task_node"],
-            arr["is_worker"], arr["want"], arr["limit"], arr["w_gpu"], arr["w_compute"], arr["links"],
-            arr["nbytes"], arr["flows"], st.entry_counts)
+            o.cpu_min_granularity_s, switch, o.time_slice == "server", st.index, st.pool_consts,
+            *(st.pool[f] for f in st._FLAT))
     out = _kernels.rates(*args, _NO_PACKED)
     if out[0]:  # a GPU set to pack holds several workers: their factors, then the pass again
-        out = _kernels.rates(*args, _packed(cluster, jobs, k, arr["w_gpu"], packing, out[12], out[13]))
+        out = _kernels.rates(*args, _packed(cluster, jobs, st, packing, out[12], out[13]))
     _, s, xn, xr, gpus, link_Bps, cpu_used, gpu_busy, got, gpus_busy, cores_used, nic_Bps = out[:12]
-    return Rates(jobs, s, xn, xr, gpus, link_Bps, cpu_used, gpu_busy, plans, got, k,
+    return Rates(jobs, s, xn, xr, gpus, link_Bps, cpu_used, gpu_busy, plans, got, out[14], out[15],
                  (gpus_busy, cores_used, nic_Bps))
 
 
 _NO_PACKED = np.zeros(0)
 
 
-def _packed(cluster: Cluster, jobs: list[Job], k: np.ndarray, w_gpu: np.ndarray, packing: PackingModel,
+def _packed(cluster: Cluster, jobs: list[Job], st: PlanStack, packing: PackingModel,
             util_w: np.ndarray, on_packed: np.ndarray) -> np.ndarray:
     """Each worker's speed factor on a GPU set to pack (used where `on_packed`: it shares one):
     profiles.packing_speed from its GPU's summed utilisation `util_w`, or, where every job on the
@@ -471,7 +527,8 @@ def _packed(cluster: Cluster, jobs: list[Job], k: np.ndarray, w_gpu: np.ndarray,
     numpy's `**` may use SIMD code whose last bit differs from libm's pow."""
     packed = (1.0 - packing.eps) * np.minimum(1.0, 1.0 / np.maximum(util_w, 1e-12)) ** packing.gamma
     if packing.colocation is not None:
-        w_job = np.repeat(np.arange(len(jobs)), k[:, _kernels.NW].astype(np.int64))
+        w_job = np.repeat(np.arange(len(jobs)), st.index[3])  # workers per job
+        w_gpu = st.gathered()[0]["w_gpu"]
         gavel = [j.model.gavel_job for j in jobs]
         for gid in np.unique(w_gpu[on_packed]):
             ws = np.flatnonzero(on_packed & (w_gpu == gid))

@@ -91,7 +91,7 @@ def numpy_rates(cluster, jobs, gpu_mode, overheads, packing, st):
     n, cc = cluster.n_nodes, _cluster_consts(cluster)
     n_link, cap = cc.n_link, cc.cap
     n_jobs = len(jobs)
-    arr, k = st.arrays, st.consts
+    arr, k = st.gathered()
     shared_packed = []
     n_ps, n_w = k[:, _NPS].astype(np.int64), k[:, _NW].astype(np.int64)
     # Sections that cannot change a speed are skipped (no contended node: no water-filling; no

@@ -3,6 +3,7 @@ only the changed run of jobs; its arrays must equal a full gather (values and dt
 sequence of job lists: starts, ends, moves anywhere in the list."""
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,7 +19,12 @@ def _full(plans):
     return out
 
 
-def test_splices_equal_a_full_gather():
+@pytest.mark.parametrize("min_pool", [4, PlanStack._MIN_POOL])
+def test_splices_equal_a_full_gather(min_pool, monkeypatch):
+    """With tiny pools (4 rows) nearly every update makes them again from the stack: a plan whose
+    rows were dropped so is copied in again when it comes back; the pools never exceed four
+    times the most rows the stack held (twice the live and added rows at a remake)."""
+    monkeypatch.setattr(PlanStack, "_MIN_POOL", min_pool)
     sim = dlclusterenv.make_sim("default", 0)
     fifo = baselines.make("fifo")
     fifo.reset(0)
@@ -30,6 +36,8 @@ def test_splices_equal_a_full_gather():
     assert len(pool) >= 20
     rng = np.random.default_rng(0)
     stack, plans = PlanStack(), []
+    most = np.zeros(4, np.int64)  # the most rows of each kind the stack held
+    remakes = 0
     for step in range(300):
         op = rng.integers(4)
         if op == 0 or not plans:  # a job starts somewhere
@@ -39,18 +47,26 @@ def test_splices_equal_a_full_gather():
         elif op == 2:  # a job's tasks move: a new plan at its place
             plans[int(rng.integers(len(plans)))] = pool[rng.integers(len(pool))]
         # op 3: nothing changed
+        mark = stack.mark
         stack.update(plans)
+        remakes += stack.mark is not mark
+        most = np.maximum(most, PlanStack._sizes(plans))
+        sizes = [len(stack.pool["task_node"]), len(stack.pool["w_gpu"]), len(stack.pool["links"]),
+                 len(stack.pool_consts)]
+        assert all(s <= max(min_pool, 4 * m) for s, m in zip(sizes, most)), (step, sizes, most)
         if not plans:  # compute_rates returns before gathering; the next update starts over
             continue
         want = _full(plans)
-        assert np.array_equal(stack.consts, want.pop("consts")), step
+        arrays, consts = stack.gathered()
+        assert np.array_equal(consts, want.pop("consts")), step
         for f, v in want.items():
-            got = stack.arrays[f]
+            got = arrays[f]
             assert got.dtype == v.dtype and np.array_equal(got, v), (step, f)
         for g, fields in PlanStack.FIELDS.items():
             sizes = [len(getattr(p, fields[0])) for p in plans]
             assert stack.ends(g).tolist() == [0, *np.cumsum(sizes).tolist()], (step, g)
         assert stack.entry_counts.tolist() == [len(p.links) for p in plans], step
+    assert remakes >= (20 if min_pool == 4 else 0), remakes
 
 
 @given(st.lists(st.integers(0, 3), max_size=40), st.lists(st.integers(0, 3), max_size=40),
