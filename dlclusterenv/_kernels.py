@@ -497,6 +497,55 @@ def rates(cpus, cpu_cap, cap, gpu_node, gpu_mode, n_gpus, ib, latency_s, rpc_s, 
 
 
 @_jit
+def seed_state(entropy):
+    """numpy.random.SeedSequence(...).generate_state(4, np.uint64) as eight 32-bit words (least
+    significant half of each first), from the sequence's assembled entropy words (run entropy
+    padded to 4 words where a spawn key follows, then the spawn key's): O'Neill's seed_seq
+    alternative as numpy implements it (a pool of 4 words mixed with hashmix and mix, then read
+    out with a second hash). In 64-bit words masked to 32 bits: every product of two 32-bit
+    values fits, and a difference wraps mod 2^64, so masking gives C's uint32 arithmetic.
+    Checked word for word against numpy's SeedSequence (tests/test_loss_release.py)."""
+    m = np.uint64(0xFFFFFFFF)
+    mult_a = np.uint64(0x931E8875)
+    mult_b = np.uint64(0x58F38DED)
+    mix_l = np.uint64(0xCA01F9DD)
+    mix_r = np.uint64(0x4973F715)
+    sh = np.uint64(16)
+    h = np.uint64(0x43B0D7E5)
+    pool = np.zeros(4, np.uint64)
+    n = len(entropy)
+    for i in range(4):  # hashmix(entropy[i]), 0 past its end
+        v = entropy[i] if i < n else np.uint64(0)
+        v ^= h
+        h = (h * mult_a) & m
+        v = (v * h) & m
+        v ^= v >> sh
+        pool[i] = v
+    for i_src in range(n if n > 4 else 4):  # every pool word into the others, then the rest
+        for i_dst in range(4):
+            if i_src < 4 and i_src == i_dst:
+                continue
+            v = pool[i_src] if i_src < 4 else entropy[i_src]
+            v ^= h
+            h = (h * mult_a) & m
+            v = (v * h) & m
+            v ^= v >> sh
+            r = (mix_l * pool[i_dst] - mix_r * v) & m
+            r ^= r >> sh
+            pool[i_dst] = r
+    out = np.empty(8, np.uint64)
+    h = np.uint64(0x8B51F9DD)
+    for i in range(8):
+        v = pool[i % 4]
+        v ^= h
+        h = (h * mult_b) & m
+        v = (v * h) & m
+        v ^= v >> sh
+        out[i] = v
+    return out
+
+
+@_jit
 def integrate(data, cols, rows, speed, eff, dt, observed, speed_o, gpus, xnode, xrack, shares, xnode_total,
               xrack_total):
     """sim._integrate's per-job arithmetic, in place on the Ledger's rows (data[rows], columns

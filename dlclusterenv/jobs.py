@@ -14,6 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
+from . import _kernels
 from .config import ModelSpec
 from .efficiency import PhiTable
 
@@ -125,6 +126,55 @@ class Task:
     cpu_limit: float = 1.0  # soft limit as a fraction of the node's cores (1.0 = none)
 
 
+_PCG64_MULT = 0x2360ED051FC65DA44385DF649FCCF645  # PCG's default 128-bit multiplier
+_M128 = (1 << 128) - 1
+
+
+def _seed_words(x) -> list[int] | None:
+    """numpy SeedSequence's 32-bit words of a non-negative int (least significant first; 0 is
+    one word) or of a (nested) tuple or list of them, in order; None for anything else."""
+    if isinstance(x, (int, np.integer)):
+        n = int(x)
+        if n < 0:
+            return None
+        out = [n & 0xFFFFFFFF]
+        n >>= 32
+        while n:
+            out.append(n & 0xFFFFFFFF)
+            n >>= 32
+        return out
+    if isinstance(x, (tuple, list)):
+        out = []
+        for v in x:
+            w = _seed_words(v)
+            if w is None:
+                return None
+            out += w
+        return out
+    return None
+
+
+def pcg64_state(entropy, spawn_key: tuple) -> dict | None:
+    """The state `np.random.PCG64(np.random.SeedSequence(entropy, spawn_key=spawn_key))` starts
+    in (its `bit_generator.state`), made without either object: the sequence's words
+    (_kernels.seed_state) and PCG's seeding (state 0, increment 2 x seq + 1, a step, the initial
+    state added, a step) in Python's exact integers. Making the two objects took about 16 us, most
+    of a job's speed-bias draw (Job.draw_bias, once per job: 2-3% of a whole-trace replay). None
+    where the entropy or key is not made of non-negative ints (numpy's own path then)."""
+    run, spawn = _seed_words(entropy), _seed_words(spawn_key)
+    if run is None or spawn is None:
+        return None
+    if spawn and len(run) < 4:  # the run entropy is padded to the pool's 4 words
+        run += [0] * (4 - len(run))
+    w = _kernels.seed_state(np.array(run + spawn, np.uint64)).tolist()
+    val = [w[2 * k] | w[2 * k + 1] << 32 for k in range(4)]  # generate_state(4, np.uint64)
+    init_state, init_seq = val[0] << 64 | val[1], val[2] << 64 | val[3]
+    inc = (init_seq << 1 | 1) & _M128
+    state = ((inc + init_state) * _PCG64_MULT + inc) & _M128  # (0 x mult + inc) is inc
+    return {"bit_generator": "PCG64", "state": {"state": state, "inc": inc}, "has_uint32": 0,
+            "uinteger": 0}
+
+
 class Ledger:
     """Running totals of a simulator's jobs, one row per job (its arrival index), as float64
     columns of one (rows x columns) array, so that the engine advances every running job in a few
@@ -143,6 +193,8 @@ class Ledger:
         self._views()
         self.held = np.zeros(n, bool)  # the job held a node at some integration (dom_share_time)
         self.reload: list[Job] = []  # jobs whose measurements a reader holds (Job._obs_out)
+        # set to each speed bias' own stream before its draw (Job.draw_bias); the seed is unused
+        self.bias_rng = np.random.Generator(np.random.PCG64(0))
 
     def _block(self, n: int) -> np.ndarray:
         data = np.zeros((n, len(self.COLUMNS)))
@@ -335,8 +387,14 @@ class Job:
         ended before a resize, and the loss generator now draws losses only."""
         key = (self.num_ps, self.num_workers)
         entropy, spawn_key = self.seed_key()
-        child = np.random.SeedSequence(entropy, spawn_key=(*spawn_key, *key))
-        z = np.random.default_rng(child).standard_normal()
+        spawn_key = (*spawn_key, *key)
+        state = pcg64_state(entropy, spawn_key)  # (the same stream, without making it anew)
+        if state is None:
+            z = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=spawn_key)).standard_normal()
+        else:
+            rng = self.ledger.bias_rng
+            rng.bit_generator.state = state
+            z = rng.standard_normal()
         self._bias[key] = self.ledger.bias[self.row] = 1.0 + 0.02 * float(z)
 
     def seed_key(self) -> tuple:

@@ -37,7 +37,7 @@ import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import compress, count, repeat
-from operator import attrgetter, is_, lt
+from operator import is_, lt
 from pathlib import Path
 
 import numpy as np
@@ -226,9 +226,6 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
                     job.placed_dominant_share(cluster)),
         )
     return job.plan
-
-
-_PLAN = attrgetter("plan")
 
 
 def common_run(x: list, y: list, n: int, tail: bool) -> int:
@@ -466,7 +463,9 @@ def compute_rates(
         e = np.zeros(0)
         return Rates([], e, e, e, e, np.zeros(n_link), np.zeros(n), np.zeros(cluster.n_gpus, bool), [], np.zeros(0),
                      np.zeros(0, np.int64), e, (0.0, 0.0, 0.0))
-    plans = list(map(_PLAN, jobs))  # the cached plans, gathered at C speed; then the missing
+    # the cached plans (a comprehension: Python 3.11 specialises its attribute read, 8.6 us for
+    # 365 jobs against 14.9 with map(attrgetter)); then the missing
+    plans = [j.plan for j in jobs]
     if None in plans:  # an identity scan in C (JobPlan compares by identity)
         for i in compress(count(), map(is_, plans, repeat(None))):
             plans[i] = job_plan(cluster, jobs[i])

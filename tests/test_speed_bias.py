@@ -4,7 +4,12 @@ resize, and the loss generator draws losses only, so losses do not move with res
 
 from __future__ import annotations
 
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from dlclusterenv.api import Decision
+from dlclusterenv.jobs import pcg64_state
 from dlclusterenv.sim import Simulator
 
 from helpers import make_cluster, make_sim, make_zoo, model_dict
@@ -51,3 +56,32 @@ def test_losses_do_not_depend_on_resizes():
         common = sorted(set(h) & set(histories[0]))
         assert len(common) >= 10
         assert [h[k] for k in common] == [histories[0][k] for k in common]
+
+
+_INTS = st.integers(0, 2**70)  # several 32-bit words, and 0 (one word)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(_INTS, st.lists(st.one_of(_INTS, st.tuples(_INTS, _INTS)), max_size=5)),
+       st.lists(st.integers(0, 2**40), max_size=6).map(tuple))
+def test_pcg64_state_as_numpy_makes_it(entropy, spawn_key):
+    """jobs.pcg64_state (the speed bias' stream, made without a SeedSequence and a bit generator)
+    is numpy's PCG64(SeedSequence(entropy, spawn_key=...)) state, and so draws the same normal:
+    entropy of one or several words, short (padded where a key follows) or longer than the pool,
+    nested; keys empty or long. Fails with a wrong multiplier, a missing pad or words in the other
+    order (checked)."""
+    want = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=spawn_key))
+    got = np.random.Generator(np.random.PCG64(0))
+    got.bit_generator.state = pcg64_state(entropy, spawn_key)
+    assert got.bit_generator.state == want.bit_generator.state
+    assert got.standard_normal() == want.standard_normal()
+
+
+def test_pcg64_state_leaves_other_seeds_to_numpy():
+    """What is not made of non-negative ints gets None (Job.draw_bias then asks numpy, which
+    accepts or rejects it as it does)."""
+    assert pcg64_state(-1, ()) is None
+    assert pcg64_state((1, -2), ()) is None
+    assert pcg64_state(1.5, ()) is None
+    assert pcg64_state(None, ()) is None
+    assert pcg64_state((1, 2), ("a",)) is None
