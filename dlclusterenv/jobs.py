@@ -193,8 +193,15 @@ class Ledger:
         self._views()
         self.held = np.zeros(n, bool)  # the job held a node at some integration (dom_share_time)
         self.reload: list[Job] = []  # jobs whose measurements a reader holds (Job._obs_out)
-        # set to each speed bias' own stream before its draw (Job.draw_bias); the seed is unused
-        self.bias_rng = np.random.Generator(np.random.PCG64(0))
+        # jobs whose speed plan was dropped (Job.touch) since the engine last computed the rates
+        # (compute_rates' `replanned`; a set: a job on a ledger of its own is there once at most)
+        self.replanned: set[Job] = set()
+
+    @cached_property
+    def bias_rng(self) -> np.random.Generator:
+        """Set to each speed bias' own stream before its draw (Job.draw_bias); made at the first
+        (a job outside a simulator has a ledger of its own), its seed unused."""
+        return np.random.Generator(np.random.PCG64(0))
 
     def _block(self, n: int) -> np.ndarray:
         data = np.zeros((n, len(self.COLUMNS)))
@@ -503,8 +510,10 @@ class Job:
         return max(shares)
 
     def touch(self) -> None:
-        """A task moved or a limit changed: drop what was cached from the placement."""
+        """A task moved or a limit changed: drop what was cached from the placement (and say so
+        to the engine's plan stack: Ledger.replanned)."""
         self.plan = None
+        self.ledger.replanned.add(self)
         self.share = None
         self.proj = None
         self.view = None

@@ -694,9 +694,11 @@ class Simulator:
             awake = self.now + EPS
             running = self._running
             awake_jobs = running if self._pause_end <= awake else [j for j in running if j.paused_until <= awake]
+            replanned = self._ledger.replanned
             self._rates = compute_rates(
-                self.cluster, awake_jobs, self.gpu_mode, self.overheads, self.packing, self._plan_stack
-            )
+                self.cluster, awake_jobs, self.gpu_mode, self.overheads, self.packing, self._plan_stack,
+                replanned)
+            replanned.clear()
             self._epoch = _Epoch(self, running, awake_jobs, self._rates)
         return self._rates
 

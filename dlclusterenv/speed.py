@@ -278,6 +278,7 @@ class PlanStack:
 
     def __init__(self) -> None:
         self.plans: list[JobPlan] = []
+        self.jobs: list[Job] = []  # what the plans are of, when followed (`follow`)
         # per job (a column each): offset and count in the pool of its task, worker and entry
         # rows, then its consts row
         self.index = np.zeros((7, 0), np.int64)
@@ -357,20 +358,61 @@ class PlanStack:
         return [p.slot[1] for p in plans]
 
     def update(self, plans: list[JobPlan]) -> "PlanStack":
+        """Follow a list of plans: the run between their common head and tail with the last
+        list's (identity) is spliced in."""
         old, n_old, n_new = self.plans, len(self.plans), len(plans)
         if n_old == n_new and old == plans:  # the same plans (identity, at C speed)
             return self
         a, b = common_ends(old, plans)  # the plans that differ lie between a head and a tail
         if 2 * (n_new - a - b) > n_new:  # most changed: the index made anew
             a = b = 0
-        mid = plans[a : n_new - b]
-        cols = self._slots(mid)  # (may remake the pools: `index` then follows)
-        cut = n_old - b  # old plans [a, cut) are replaced by `mid`
-        idx = self.index
-        add = np.array(cols, dtype=np.int64).reshape(len(mid), 7).T
-        self.index = np.concatenate([idx[:, :a], add, idx[:, cut:]], axis=1)
-        self.plans = list(plans)
+        self._splice(list(plans), a, b, ())
         return self
+
+    def follow(self, cluster: Cluster, jobs: list[Job], replanned) -> list[JobPlan]:
+        """Follow a list of jobs, all fully placed, given `replanned`: every job whose plan was
+        dropped since the last call (Job.touch), or more. Only the run between the common head
+        and tail of the two job lists (identity), and the jobs of `replanned` in the list, have
+        their plans read (made where dropped); the others keep theirs. Reading every job's plan
+        at every change of the rates was the largest Python piece of a Philly-scale change (30 us
+        of a rates change at ~400 running jobs)."""
+        old, n_old, n = self.jobs, len(self.jobs), len(jobs)
+        a, b = common_ends(old, jobs)
+        if 2 * (n - a - b) > n:  # most changed: all read
+            a = b = 0
+        mid = jobs[a : n - b]
+        plans = [*self.plans[:a], *(j.plan for j in mid), *self.plans[n_old - b :]]
+        moved = []  # positions in the head or tail whose plan was dropped
+        if a or b:
+            for job in replanned:
+                if job.fully_placed() and not any(job is m for m in mid):
+                    try:  # (a paused job is not in the list: one scan of it, rarely)
+                        k = jobs.index(job)
+                    except ValueError:
+                        continue
+                    plans[k] = None
+                    moved.append(k)
+        for k in (*range(a, n - b), *moved):
+            if plans[k] is None:
+                plans[k] = job_plan(cluster, jobs[k])
+        self.jobs = jobs
+        if a == n == n_old and not moved:  # the same jobs and plans
+            return self.plans
+        self._splice(plans, a, b, moved)
+        return plans
+
+    def _splice(self, plans: list[JobPlan], a: int, b: int, moved) -> None:
+        """The stack is now `plans`, of which those before `a`, in the last `b` and not at a
+        position in `moved` were in the last one at the same place from either end."""
+        cut = len(self.plans) - b  # old plans [a, cut) are replaced by plans[a : n - b]
+        mid = plans[a : len(plans) - b]
+        cols = self._slots(mid + [plans[k] for k in moved])  # (may remake the pools, and `index`)
+        idx = self.index
+        add = np.array(cols[: len(mid)], dtype=np.int64).reshape(len(mid), 7).T
+        self.index = np.concatenate([idx[:, :a], add, idx[:, cut:]], axis=1)
+        if moved:
+            self.index[:, moved] = np.array(cols[len(mid) :], np.int64).T
+        self.plans = plans
 
 
 class Rates:
@@ -452,24 +494,28 @@ def compute_rates(
     overheads: Overheads,
     packing: PackingModel,
     stack: PlanStack | None = None,
+    replanned=None,
 ) -> Rates:
     """Speed of every job in `jobs` (all fully placed and not paused), vectorised over jobs, in
     local batches per second: a sync job of w workers does w per step, an async one the sum of its
     workers' rates. `Job.total_steps` counts local batches, so an epoch takes fewer steps as w grows.
-    `stack`: the caller's PlanStack, kept between calls (the Simulator's), else a fresh one."""
+    `stack`: the caller's PlanStack, kept between calls (the Simulator's), else a fresh one; with
+    `replanned` (the jobs whose plan was dropped since the stack's last call, or more) the stack
+    follows the jobs (PlanStack.follow) instead of reading every job's plan."""
     n, cc = cluster.n_nodes, _cluster_consts(cluster)
     n_link, cap = cc.n_link, cc.cap
+    if stack is not None and replanned is not None:  # (an empty list too: `replanned` is spent)
+        st, plans = stack, stack.follow(cluster, jobs, replanned)
     if not jobs:
         e = np.zeros(0)
         return Rates([], e, e, e, e, np.zeros(n_link), np.zeros(n), np.zeros(cluster.n_gpus, bool), [], np.zeros(0),
                      np.zeros(0, np.int64), e, (0.0, 0.0, 0.0))
-    # the cached plans (a comprehension: Python 3.11 specialises its attribute read, 8.6 us for
-    # 365 jobs against 14.9 with map(attrgetter)); then the missing
-    plans = [j.plan for j in jobs]
-    if None in plans:  # an identity scan in C (JobPlan compares by identity)
-        for i in compress(count(), map(is_, plans, repeat(None))):
-            plans[i] = job_plan(cluster, jobs[i])
-    st = (stack or PlanStack()).update(plans)
+    if stack is None or replanned is None:  # every job's cached plan, then the missing
+        plans = [j.plan for j in jobs]
+        if None in plans:  # an identity scan in C (JobPlan compares by identity)
+            for i in compress(count(), map(is_, plans, repeat(None))):
+                plans[i] = job_plan(cluster, jobs[i])
+        st = (stack or PlanStack()).update(plans)
     # One compiled pass (_kernels.rates) over the stacked plans does the model's arithmetic, in the
     # numpy code's order (same bits; sections that cannot change a speed are skipped):
     # ---- CPU: the tasks on a node share its cores by max-min fairness over what each can use,

@@ -272,8 +272,10 @@ def _checked_run(case: int) -> collections.Counter:
     scenario, policy, over = CASES[case]
     seen = collections.Counter()
 
-    def checked(cluster, jobs, gpu_mode, overheads, packing, stack=None):
-        r = compute_rates(cluster, jobs, gpu_mode, overheads, packing, stack)
+    def checked(cluster, jobs, gpu_mode, overheads, packing, stack=None, replanned=None):
+        r = compute_rates(cluster, jobs, gpu_mode, overheads, packing, stack, replanned)
+        # the plans the stack followed are every job's current plan (PlanStack.follow)
+        assert all(p is j.plan for p, j in zip(r._plans, jobs)) and len(r._plans) == len(jobs)
         if jobs:
             want, sections = numpy_rates(cluster, jobs, gpu_mode, overheads, packing, PlanStack().update(r._plans))
             got = (r.speed_arr, r.cross_node_arr, r.cross_rack_arr, r.gpus_arr, r.link_Bps, r.cpu_used,
