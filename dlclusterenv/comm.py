@@ -109,6 +109,9 @@ class _Traffic:
         if not self.links:
             e = np.zeros(0)
             return Comm(e.astype(np.int64), e, e, task_time, messages, 0.0, 0.0)
+        if len(self.links) == 1:  # one part (a one-worker job's input read): itself
+            return Comm(self.links[0], self.nbytes[0], self.flows[0], task_time, messages,
+                        self.cross_node, self.cross_rack)
         return Comm(
             np.concatenate(self.links), np.concatenate(self.nbytes), np.concatenate(self.flows),
             task_time, messages, self.cross_node, self.cross_rack,

@@ -209,8 +209,9 @@ def job_plan(cluster: Cluster, job: Job) -> JobPlan:
             flows = np.bincount(inv, weights=comm.flows, minlength=len(links))
         job.plan = JobPlan(
             task_ids=[t.task_id for t in ps + ws],
-            task_node=np.concatenate([ps_nodes, w_nodes]),
-            is_worker=np.arange(len(ps) + len(ws)) >= len(ps),
+            # (no PS, as every all-reduce job: the workers' arrays are the tasks')
+            task_node=np.concatenate([ps_nodes, w_nodes]) if ps else w_nodes,
+            is_worker=np.arange(len(ps) + len(ws)) >= len(ps) if ps else np.ones(len(ws), bool),
             want=np.array([m.ps.cpu] * len(ps) + [w_want] * len(ws), dtype=float),
             limit=np.array([t.cpu_limit for t in ps + ws], dtype=float),
             w_gpu=np.array([t.gpu if on_gpu else -1 for t in ws], dtype=np.int64),
