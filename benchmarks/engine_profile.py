@@ -5,7 +5,7 @@
 
 Replays the `philly` scenario (or --scenario; the window where it has a trace) over every virtual
 cluster (or --vc) between --start and --end with each policy and prints the process CPU time of the run and, per engine piece (speed.compute_rates,
-PlanStack.update, job_plan, sim._Epoch, Simulator._integrate, _finish_due, _arrive_due, advance,
+PlanStack.follow, job_plan, sim._Epoch, Simulator._integrate, _finish_due, _arrive_due, advance,
 apply, decide), its calls, CPU seconds and microseconds per call, under process-time timers
 (each call's timer costs about 1 us; nested pieces are counted in their callers too, e.g.
 compute_rates in advance or decide, job_plan in compute_rates). The scenario's build (trace
@@ -30,7 +30,7 @@ from dlclusterenv import speed
 from dlclusterenv.workload import load_scenario
 
 PIECES = (
-    (speed, "compute_rates"), (speed.PlanStack, "update"), (speed, "job_plan"), (sim_mod, "_Epoch"),
+    (speed, "compute_rates"), (speed.PlanStack, "follow"), (speed, "job_plan"), (sim_mod, "_Epoch"),
     (sim_mod.Simulator, "_integrate"), (sim_mod.Simulator, "_finish_due"), (sim_mod.Simulator, "_arrive_due"),
     (sim_mod.Simulator, "advance"), (sim_mod.Simulator, "apply"), (sim_mod.Simulator, "decide"),
 )

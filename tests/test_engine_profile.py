@@ -22,7 +22,7 @@ def _run(monkeypatch, capsys, *args: str) -> str:
 
 def test_timers_reach_and_restore(monkeypatch, capsys):
     plain = (speed.compute_rates, sim_mod.compute_rates, speed.job_plan, sim_mod._Epoch,
-             sim_mod.Simulator.rates, sim_mod.Simulator.advance, speed.PlanStack.update)
+             sim_mod.Simulator.rates, sim_mod.Simulator.advance, speed.PlanStack.follow)
     out = _run(monkeypatch, capsys, "--policies", "fifo,tiresias")
     rows = dict(re.findall(r"^  (\S+)\s+(\d+) calls", out, re.M))
     decisions = [int(x) for x in re.findall(r"(\d+) decision points", out)]
@@ -35,4 +35,4 @@ def test_timers_reach_and_restore(monkeypatch, capsys):
     assert changes == int(rows["sim._Epoch"])  # each change of the rates, one computation
     assert float(re.search(r"started or stopped ([\d.]+)", reach).group(1)) > 0
     assert (speed.compute_rates, sim_mod.compute_rates, speed.job_plan, sim_mod._Epoch, sim_mod.Simulator.rates,
-            sim_mod.Simulator.advance, speed.PlanStack.update) == plain
+            sim_mod.Simulator.advance, speed.PlanStack.follow) == plain
