@@ -259,10 +259,10 @@ class PlanStack:
     `compute_rates`. Each plan's arrays are copied once into a pool (per field a growing array,
     the plan's rows noted on it: `JobPlan.slot`), the stack keeps per job where its rows lie
     (`index`), and a change splices only that index (the run of jobs between the first and the
-    last changed plan; all of it when most changed) and gathers the stack from the pool in one
-    compiled pass (_kernels.gather). Splicing each field's arrays in numpy instead was ~15 calls
-    per change, the largest piece of a change at Philly scale (README, branch arena15).
-    Concatenation is exact, so the rates are the same bits either way. Plans are never changed in
+    last changed plan; all of it when most changed); the rates kernel gathers the stack through
+    it in compiled code (_kernels.gather). Splicing each field's arrays in numpy instead was ~15
+    calls per change, the largest piece of a change at Philly scale (README Benchmarks, "plan
+    pools"). Gathering is exact, so the rates are the same bits either way. Plans are never changed in
     place (a moved task makes a new one), so a plan seen before at its place is taken as
     unchanged. When a pool is full it is made again from the current stack alone (its gathered
     arrays are exactly that), so it holds the running jobs' plans and those added since; a plan
