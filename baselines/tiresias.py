@@ -260,7 +260,7 @@ class _Running:
                 v[3] += d.bw_MBps * 1e6
                 v[4] += d.gpu
         self.per_node = tuple(map(tuple, per.values()))
-        self.charges = np.array(self.per_node, dtype=float).reshape(len(per), 5)  # (never_one_node's)
+        self.charges = np.array(self.per_node, dtype=float).reshape(len(per), 5)  # (placed_state's)
 
     @property
     def attained_gpu_s(self) -> float:
@@ -1037,8 +1037,10 @@ class Admission:
         # a walk's trial of a job without PS, every value whole: where place_job would put its
         # workers, counted without charging (`got` taken only if the job takes it); counting
         # costs less than `_room`'s bound, so the bound is not checked first (what the count
-        # finds of the workers is as true as what `_room` would have spared)
-        dry = m is not None and not job.num_ps and job.worker_demand.gpu >= 1
+        # finds of the workers is as true as what `_room` would have spared). After the walk
+        # (no `m`: the victims it keeps running, the placement it takes) the same where the
+        # walk found every value whole
+        dry = (m is not None or self._exact) and not job.num_ps and job.worker_demand.gpu >= 1
         if dry and self._exact is None:
             if self._kept is not None:  # whole when it ended: whole now if what changed is
                 diff = self._kept.rebase(self.cap)
@@ -1109,21 +1111,22 @@ class Admission:
         for n in got[1]:
             self.cap.take(n, job.worker_demand, -1)
 
-    def _hopeless(self, job: JobView, lower: list) -> bool:
-        """Whether the walk over `lower` is certain to fail on the job's workers alone, found
-        without its trials (WorkerOrder.never_one_node), for a job consolidated on one server
-        (Tiresias' placement-sensitive jobs: on the all-VC week 1,429 of 1,461 walks failed,
-        after about 155 trials each, almost all of such jobs) whose trials are counted
-        (`_fit`'s dry case, just taken at the walk's first state), every job it would release
-        being a kept one with whole charges. The walk's other effects are on kept results only
-        (WorkerOrder's, `failed.workers`), which do not change what is decided."""
-        if not (self._exact and self._order is not None and self.servers(job) == 1
+    def _placed_at(self, job: JobView, lower: list) -> int | None:
+        """How many of `lower` the walk releases before its first trial that places the job
+        (-1: none does), found without its trials (WorkerOrder.placed_state), for a job held to
+        consolidation (Tiresias' placement-sensitive jobs: almost every walk on Philly) whose
+        trials are counted (`_fit`'s dry case, just taken at the walk's first state), every job
+        it would release being a kept one with whole charges; None where not known this way.
+        The trials skipped have effects on kept results only (WorkerOrder's, `failed.workers`),
+        which do not change what is decided."""
+        most = self.servers(job)
+        if not (self._exact and self._order is not None and most is not None
                 and not job.num_ps and job.worker_demand.gpu >= 1):
-            return False
+            return None
         if not all(type(r) is _Running and r.whole for r in lower):
-            return False
-        return self._order.never_one_node(job.worker_demand, job.num_workers,
-                                          [r.charges for r in lower])
+            return None
+        return self._order.placed_state(job.worker_demand, job.num_workers, most,
+                                        [r.charges for r in lower])
 
     def start(self, job: JobView) -> bool:
         """Start the job if it fits, preempting if need be; whether it starts."""
@@ -1137,19 +1140,21 @@ class Admission:
         if got is None:  # (so the free GPUs are `free` again)
             gone = self._gone
             lower = [r for r in reversed(self.running[self._below(k):]) if r.job_id not in gone]
-            if self._hopeless(job, lower):  # as the walk below would end, without walking
+            at = self._placed_at(job, lower)
+            if at == -1:  # as the walk below would end, without walking
                 self.failed.walks[workers] = max(self.failed.walks.get(workers, -1), len(lower))
                 return False
             freed = []
             # the free GPUs as the walk releases jobs: a state with fewer than the job's workers
             # is refused by `_fit` first thing (its one effect, on `_exact`, made by the trial
-            # above), so it is not called for it
+            # above), so it is not called for it; nor a state before the one `_placed_at`
+            # found (its trial would fail)
             need = job.num_workers * job.worker_demand.gpu
             for r in lower:
                 self._release(r, 1)
                 freed.append(r)
                 free += _held(r)
-                if need > free:
+                if need > free or (at is not None and len(freed) < at):
                     continue
                 got = self._fit(job, len(freed), blame, free)
                 if got is not None:
