@@ -619,12 +619,19 @@ class Tiresias(Scheduler):
             view, ordered, key, self.placer, lambda j: self.servers(view, j), okeys, self._worder,
             kept=True,
         )
-        state = admission.state()
-        if state == self._failed[0]:  # nothing a walk sees changed since the last decision
-            admission.failed = admission.first = self._failed[1]
+        state = None
+        if self._failed[0] is not None:
+            state = admission.state()
+            if state == self._failed[0]:  # nothing a walk sees changed since the last decision
+                admission.failed = admission.first = self._failed[1]
         self._admit(view, admission)
         self._starting = admission.started
-        self._failed = (state, admission.first)
+        # kept for the next round only where this one started no job: a job it starts runs at
+        # the next decision point, whose state then differs from this one's (unless that job
+        # has ended already: a reuse missed, which only saves walks), so the state (~20 us) is
+        # not made for nothing at the rounds that start a job (most of the Philly trace's)
+        self._failed = (None, None) if admission.started else (
+            admission.state() if state is None else state, admission.first)
         if admission._order is not None:  # kept for the next round while it is exact
             self._worder = admission._order if admission._exact else None
         d = admission.decision()
@@ -896,6 +903,7 @@ class Admission:
         order: WorkerOrder | None = None, kept: bool = False,
     ):
         self.cluster, self.cap, self.placer = view.cluster, Capacity.of(view), placer
+        self._view = view
         self.running, self.key = running, key
         most: dict[str, int | None] = {}  # job id -> servers(job), asked once per round
         given = servers if servers is not None else lambda job: None
@@ -911,7 +919,8 @@ class Admission:
         self.d = Decision()
         # id -> (view, its tasks' nodes in the view's order) of the jobs this round starts
         self.started: dict[str, tuple[JobView, tuple[int, ...]]] = {}
-        # (GPUs held by each running job, 0 if preempted; the preempted ones' positions)
+        # (GPUs held by each running job, 0 if preempted; the preempted ones' positions;
+        # place in `running` -> `_lower`'s answer there), until a job is preempted
         self._suffix = None
         self._free: int | None = None  # free_gpus(), while no job started since it was counted
         # views, not kept records (`kept`: the caller's are all _Running, no check per job)
@@ -933,9 +942,11 @@ class Admission:
 
     def state(self) -> tuple:
         """What a walk depends on: free resources and the running jobs, in order, on their
-        nodes."""
-        c = self.cap
-        return (c.cpu.tobytes(), c.mem.tobytes(), c.bw.tobytes(), c.gpu.tobytes(),
+        nodes, as the round found them (the view's free resources: the same at any time of the
+        round)."""
+        v = self._view
+        return (v.free_cpu.tobytes(), v.free_mem.tobytes(), v.free_bw.tobytes(),
+                v.free_gpus.tobytes(),
                 tuple(map(_sig, self.running)) if self._views else
                 tuple(map(_SIG, self.running)))
 
@@ -958,10 +969,14 @@ class Admission:
                 if r.job_id in gone:
                     held[i] = 0
                     dead.append(i)
-            self._suffix = (held, dead)
-        held, dead = self._suffix  # (a sum of a slice: about one suffix-sum pass per round
-        i = self._below(key)  # asks for one or two of them; whole numbers, so exact)
-        return sum(held[i:]), len(held) - i - (len(dead) - bisect.bisect_left(dead, i))
+            self._suffix = (held, dead, {})
+        held, dead, sums = self._suffix  # (a sum of a slice, kept per place: the waiting jobs
+        i = self._below(key)  # of one queue share it under 2D-LAS; whole numbers, so exact)
+        got = sums.get(i)
+        if got is None:
+            got = sums[i] = (sum(held[i:]),
+                             len(held) - i - (len(dead) - bisect.bisect_left(dead, i)))
+        return got
 
     def _below(self, key) -> int:
         """Where the running jobs of lower priority than `key` start in `running`."""

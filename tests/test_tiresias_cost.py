@@ -19,7 +19,7 @@ from helpers import needs_philly
 import baselines.tiresias as tiresias_mod
 from baselines.tiresias import Admission, Tiresias, TiresiasGittins, gittins_indices
 from dlclusterenv import make_sim
-from dlclusterenv.placers import WorkerOrder, place_job
+from dlclusterenv.placers import Capacity, WorkerOrder, place_job
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from decision_log import decision_log, scenario_of  # noqa: E402
@@ -256,3 +256,49 @@ def test_walk_shortcuts_as_the_trials(monkeypatch):
     sim.run(Tiresias())
     seen = WalkCheckedAdmission.seen
     assert seen["none"] > 100 and seen["later"] >= 3 and seen["after walk"] > 50, seen
+
+
+class StateCheckedAdmission(Admission):
+    """Admission that notes its round's full state as main made it before branch tires14 (from
+    the capacity at the round's start, not the view's arrays)."""
+
+    made: list = []
+
+    def __init__(self, view, *a, **k):
+        super().__init__(view, *a, **k)
+        c = Capacity.of(view)
+        self.full = (c.cpu.tobytes(), c.mem.tobytes(), c.bw.tobytes(), c.gpu.tobytes(),
+                     tuple(tiresias_mod._sig(r) for r in self.running))
+        StateCheckedAdmission.made.append(self)
+
+
+@pytest.mark.parametrize("cls", [Tiresias, TiresiasGittins])
+def test_failures_reused_where_the_state_is_the_last_rounds(monkeypatch, cls):
+    """A round's failures are kept only where it started no job (branch tires14: its state is
+    then made from the view, at the round's start or end), and the next round reuses them
+    exactly where its full state equals that round's; on the overloaded `default` (fractional
+    capacities, preemptions) such reuses happen, and rounds that start a job keep nothing."""
+    monkeypatch.setattr(tiresias_mod, "Admission", StateCheckedAdmission)
+    made = StateCheckedAdmission.made
+    made.clear()
+    sched = cls()
+    decide = sched.decide
+    counts = {"reused": 0, "started": 0}
+
+    def checked(view):
+        before, kept = len(made), sched._failed
+        last = made[-1] if made else None
+        d = decide(view)
+        if len(made) > before:
+            adm = made[-1]
+            want = (last is not None and not last.started and kept[0] is not None
+                    and adm.full == last.full)
+            assert (adm.first is kept[1]) == want
+            counts["reused"] += want
+            counts["started"] += bool(adm.started)
+            assert (sched._failed[0] is None) == bool(adm.started)
+        return d
+
+    sched.decide = checked
+    assert make_sim(overloaded(200, 10.0), 0).run(sched).jobs_finished == 200
+    assert counts["reused"] >= 5 and counts["started"] > 50, counts
