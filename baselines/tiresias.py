@@ -821,26 +821,30 @@ class Tiresias(Scheduler):
         # a running job's threshold crossed, for all of them at once: the same float operations
         # as `moves` (a job without a state has limit inf; none of them is promoted)
         crossed = (self._att_now - g0 >= thr).nonzero()[0].tolist()
-        changed = sorted([running[jid] for k in crossed if (jid := self._ids[k]) not in promoted]
-                         + [running[jid] for jid in promoted if jid in running]
-                         + [j for j in stopped if moves(j, state[j.job_id])]
-                         + [view.job(jid) for jid in promoted if jid not in running], key=_arrival)
-        for job in changed:
-            st = self.state[job.job_id]
-            if job.job_id in promoted:  # PromoteKnob: back to Q0, service counter reset
-                bucketed = st.waiting  # a job that stopped just now gets its bucket below
-                if bucketed:
-                    self._wait(job.job_id, False)
-                st.gpu_s0, st.run_s0, st.waited_s = job.attained_gpu_s, job.run_s, 0.0
-                self._enter(st, 0, job.job_id)
-                if bucketed:
-                    self._wait(job.job_id, True, job)
-                continue
-            # 2D-LAS: GPUs x time attained since the job last entered Q0, against the thresholds
-            a = job.attained_gpu_s - st.gpu_s0  # (read once: each read of a running job's is a lookup)
-            queue = sum(a >= t for t in self.thresholds)
-            if queue > st.queue:  # demoted
-                self._enter(st, queue, job.job_id)
+        # (most decision points: no job crossed a threshold, stopped or was promoted)
+        if crossed or promoted or stopped:
+            changed = sorted(
+                [running[jid] for k in crossed if (jid := self._ids[k]) not in promoted]
+                + [running[jid] for jid in promoted if jid in running]
+                + [j for j in stopped if moves(j, state[j.job_id])]
+                + [view.job(jid) for jid in promoted if jid not in running], key=_arrival)
+            for job in changed:
+                st = self.state[job.job_id]
+                if job.job_id in promoted:  # PromoteKnob: back to Q0, service counter reset
+                    bucketed = st.waiting  # a job that stopped just now gets its bucket below
+                    if bucketed:
+                        self._wait(job.job_id, False)
+                    st.gpu_s0, st.run_s0, st.waited_s = job.attained_gpu_s, job.run_s, 0.0
+                    self._enter(st, 0, job.job_id)
+                    if bucketed:
+                        self._wait(job.job_id, True, job)
+                    continue
+                # 2D-LAS: GPUs x time attained since the job last entered Q0, against the
+                # thresholds (read once: each read of a running job's is a lookup)
+                a = job.attained_gpu_s - st.gpu_s0
+                queue = sum(a >= t for t in self.thresholds)
+                if queue > st.queue:  # demoted
+                    self._enter(st, queue, job.job_id)
         for job in stopped:
             self._wait(job.job_id, True, job)
         for job in self._arrivals(view):  # a new job enters Q0

@@ -470,7 +470,10 @@ def _load_of(n, cpu, mem, gpu, cpus, mems, gpus, has_gpus):
 def _state_key(j, n, v, g, held, key, cpus, mems, gpus, has_gpus, pack, dc, dm, db, dg):
     """held[j] and key[j] of node n, touched node j, with free values v[j] and g[j] GPUs."""
     held[j] = _count_of(v[j, 0], v[j, 1], v[j, 2], g[j], dc, dm, db, dg)
-    key[j] = -_load_of(n, v[j, 0], v[j, 1], g[j], cpus, mems, gpus, has_gpus) if pack else -float(g[j])
+    if pack:
+        key[j] = -_load_of(n, v[j, 0], v[j, 1], g[j], cpus, mems, gpus, has_gpus)
+    else:
+        key[j] = -float(g[j])
 
 
 @_jit
