@@ -151,6 +151,18 @@ old and new id lists' common head and tail (`speed.common_ends`), not over every
 Decisions unchanged (decision_log.py logs byte-equal to main's: fifo, LAS and 2D-Gittins on
 `default` seeds 0-2 and the all-VC day, LAS on all VCs 2017-10-01..04;
 tests/test_tiresias_cost.py checks the skip against a run making every round).
+Issue 14, branch tires14: a walk of a consolidated job made a trial per state (about 330,000
+failed trials of one-server jobs and 100,000 of jobs on 2-8 servers on the whole trace, where
+never_one_node could not tell); the first state whose trial places the job is now found in one
+compiled pass over the charges the walk gives back (`placers.WorkerOrder.placed_state`, exact:
+it replaced never_one_node), the walk fails at once where there is none and otherwise makes only
+that state's trial. After a walk, the victims it keeps running and the placement it takes are
+counted (WorkerOrder) where the walk found every value whole, not placed and taken back. Per
+round, the running jobs below a priority are summed once per place in the order; a round's
+failures are kept (and its state made) only where it started no job. Decisions unchanged
+(decision_log.py logs byte-equal to main's: LAS and 2D-Gittins on `default` seeds 0-2 and the
+all-VC day, LAS on all VCs 2017-10-01..04; tests/test_tiresias_cost.py checks each shortcut
+against the trials, place_job and the full state).
 """
 
 from __future__ import annotations
