@@ -151,6 +151,18 @@ old and new id lists' common head and tail (`speed.common_ends`), not over every
 Decisions unchanged (decision_log.py logs byte-equal to main's: fifo, LAS and 2D-Gittins on
 `default` seeds 0-2 and the all-VC day, LAS on all VCs 2017-10-01..04;
 tests/test_tiresias_cost.py checks the skip against a run making every round).
+Issue 14, branch tires14: a walk of a consolidated job made a trial per state (about 330,000
+failed trials of one-server jobs and 100,000 of jobs on 2-8 servers on the whole trace, where
+never_one_node could not tell); the first state whose trial places the job is now found in one
+compiled pass over the charges the walk gives back (`placers.WorkerOrder.placed_state`, exact:
+it replaced never_one_node), the walk fails at once where there is none and otherwise makes only
+that state's trial. After a walk, the victims it keeps running and the placement it takes are
+counted (WorkerOrder) where the walk found every value whole, not placed and taken back. Per
+round, the running jobs below a priority are summed once per place in the order; a round's
+failures are kept (and its state made) only where it started no job. Decisions unchanged
+(decision_log.py logs byte-equal to main's: LAS and 2D-Gittins on `default` seeds 0-2 and the
+all-VC day, LAS on all VCs 2017-10-01..04; tests/test_tiresias_cost.py checks each shortcut
+against the trials, place_job and the full state).
 """
 
 from __future__ import annotations
@@ -260,7 +272,7 @@ class _Running:
                 v[3] += d.bw_MBps * 1e6
                 v[4] += d.gpu
         self.per_node = tuple(map(tuple, per.values()))
-        self.charges = np.array(self.per_node, dtype=float).reshape(len(per), 5)  # (never_one_node's)
+        self.charges = np.array(self.per_node, dtype=float).reshape(len(per), 5)  # (placed_state's)
 
     @property
     def attained_gpu_s(self) -> float:
@@ -619,12 +631,19 @@ class Tiresias(Scheduler):
             view, ordered, key, self.placer, lambda j: self.servers(view, j), okeys, self._worder,
             kept=True,
         )
-        state = admission.state()
-        if state == self._failed[0]:  # nothing a walk sees changed since the last decision
-            admission.failed = admission.first = self._failed[1]
+        state = None
+        if self._failed[0] is not None:
+            state = admission.state()
+            if state == self._failed[0]:  # nothing a walk sees changed since the last decision
+                admission.failed = admission.first = self._failed[1]
         self._admit(view, admission)
         self._starting = admission.started
-        self._failed = (state, admission.first)
+        # kept for the next round only where this one started no job: a job it starts runs at
+        # the next decision point, whose state then differs from this one's (unless that job
+        # has ended already: a reuse missed, which only saves walks), so the state (~20 us) is
+        # not made for nothing at the rounds that start a job (most of the Philly trace's)
+        self._failed = (None, None) if admission.started else (
+            admission.state() if state is None else state, admission.first)
         if admission._order is not None:  # kept for the next round while it is exact
             self._worder = admission._order if admission._exact else None
         d = admission.decision()
@@ -814,26 +833,30 @@ class Tiresias(Scheduler):
         # a running job's threshold crossed, for all of them at once: the same float operations
         # as `moves` (a job without a state has limit inf; none of them is promoted)
         crossed = (self._att_now - g0 >= thr).nonzero()[0].tolist()
-        changed = sorted([running[jid] for k in crossed if (jid := self._ids[k]) not in promoted]
-                         + [running[jid] for jid in promoted if jid in running]
-                         + [j for j in stopped if moves(j, state[j.job_id])]
-                         + [view.job(jid) for jid in promoted if jid not in running], key=_arrival)
-        for job in changed:
-            st = self.state[job.job_id]
-            if job.job_id in promoted:  # PromoteKnob: back to Q0, service counter reset
-                bucketed = st.waiting  # a job that stopped just now gets its bucket below
-                if bucketed:
-                    self._wait(job.job_id, False)
-                st.gpu_s0, st.run_s0, st.waited_s = job.attained_gpu_s, job.run_s, 0.0
-                self._enter(st, 0, job.job_id)
-                if bucketed:
-                    self._wait(job.job_id, True, job)
-                continue
-            # 2D-LAS: GPUs x time attained since the job last entered Q0, against the thresholds
-            a = job.attained_gpu_s - st.gpu_s0  # (read once: each read of a running job's is a lookup)
-            queue = sum(a >= t for t in self.thresholds)
-            if queue > st.queue:  # demoted
-                self._enter(st, queue, job.job_id)
+        # (most decision points: no job crossed a threshold, stopped or was promoted)
+        if crossed or promoted or stopped:
+            changed = sorted(
+                [running[jid] for k in crossed if (jid := self._ids[k]) not in promoted]
+                + [running[jid] for jid in promoted if jid in running]
+                + [j for j in stopped if moves(j, state[j.job_id])]
+                + [view.job(jid) for jid in promoted if jid not in running], key=_arrival)
+            for job in changed:
+                st = self.state[job.job_id]
+                if job.job_id in promoted:  # PromoteKnob: back to Q0, service counter reset
+                    bucketed = st.waiting  # a job that stopped just now gets its bucket below
+                    if bucketed:
+                        self._wait(job.job_id, False)
+                    st.gpu_s0, st.run_s0, st.waited_s = job.attained_gpu_s, job.run_s, 0.0
+                    self._enter(st, 0, job.job_id)
+                    if bucketed:
+                        self._wait(job.job_id, True, job)
+                    continue
+                # 2D-LAS: GPUs x time attained since the job last entered Q0, against the
+                # thresholds (read once: each read of a running job's is a lookup)
+                a = job.attained_gpu_s - st.gpu_s0
+                queue = sum(a >= t for t in self.thresholds)
+                if queue > st.queue:  # demoted
+                    self._enter(st, queue, job.job_id)
         for job in stopped:
             self._wait(job.job_id, True, job)
         for job in self._arrivals(view):  # a new job enters Q0
@@ -896,6 +919,7 @@ class Admission:
         order: WorkerOrder | None = None, kept: bool = False,
     ):
         self.cluster, self.cap, self.placer = view.cluster, Capacity.of(view), placer
+        self._view = view
         self.running, self.key = running, key
         most: dict[str, int | None] = {}  # job id -> servers(job), asked once per round
         given = servers if servers is not None else lambda job: None
@@ -911,7 +935,8 @@ class Admission:
         self.d = Decision()
         # id -> (view, its tasks' nodes in the view's order) of the jobs this round starts
         self.started: dict[str, tuple[JobView, tuple[int, ...]]] = {}
-        # (GPUs held by each running job, 0 if preempted; the preempted ones' positions)
+        # (GPUs held by each running job, 0 if preempted; the preempted ones' positions;
+        # place in `running` -> `_lower`'s answer there), until a job is preempted
         self._suffix = None
         self._free: int | None = None  # free_gpus(), while no job started since it was counted
         # views, not kept records (`kept`: the caller's are all _Running, no check per job)
@@ -933,9 +958,11 @@ class Admission:
 
     def state(self) -> tuple:
         """What a walk depends on: free resources and the running jobs, in order, on their
-        nodes."""
-        c = self.cap
-        return (c.cpu.tobytes(), c.mem.tobytes(), c.bw.tobytes(), c.gpu.tobytes(),
+        nodes, as the round found them (the view's free resources: the same at any time of the
+        round)."""
+        v = self._view
+        return (v.free_cpu.tobytes(), v.free_mem.tobytes(), v.free_bw.tobytes(),
+                v.free_gpus.tobytes(),
                 tuple(map(_sig, self.running)) if self._views else
                 tuple(map(_SIG, self.running)))
 
@@ -958,10 +985,14 @@ class Admission:
                 if r.job_id in gone:
                     held[i] = 0
                     dead.append(i)
-            self._suffix = (held, dead)
-        held, dead = self._suffix  # (a sum of a slice: about one suffix-sum pass per round
-        i = self._below(key)  # asks for one or two of them; whole numbers, so exact)
-        return sum(held[i:]), len(held) - i - (len(dead) - bisect.bisect_left(dead, i))
+            self._suffix = (held, dead, {})
+        held, dead, sums = self._suffix  # (a sum of a slice, kept per place: the waiting jobs
+        i = self._below(key)  # of one queue share it under 2D-LAS; whole numbers, so exact)
+        got = sums.get(i)
+        if got is None:
+            got = sums[i] = (sum(held[i:]),
+                             len(held) - i - (len(dead) - bisect.bisect_left(dead, i)))
+        return got
 
     def _below(self, key) -> int:
         """Where the running jobs of lower priority than `key` start in `running`."""
@@ -1037,8 +1068,10 @@ class Admission:
         # a walk's trial of a job without PS, every value whole: where place_job would put its
         # workers, counted without charging (`got` taken only if the job takes it); counting
         # costs less than `_room`'s bound, so the bound is not checked first (what the count
-        # finds of the workers is as true as what `_room` would have spared)
-        dry = m is not None and not job.num_ps and job.worker_demand.gpu >= 1
+        # finds of the workers is as true as what `_room` would have spared). After the walk
+        # (no `m`: the victims it keeps running, the placement it takes) the same where the
+        # walk found every value whole
+        dry = (m is not None or self._exact) and not job.num_ps and job.worker_demand.gpu >= 1
         if dry and self._exact is None:
             if self._kept is not None:  # whole when it ended: whole now if what changed is
                 diff = self._kept.rebase(self.cap)
@@ -1109,21 +1142,22 @@ class Admission:
         for n in got[1]:
             self.cap.take(n, job.worker_demand, -1)
 
-    def _hopeless(self, job: JobView, lower: list) -> bool:
-        """Whether the walk over `lower` is certain to fail on the job's workers alone, found
-        without its trials (WorkerOrder.never_one_node), for a job consolidated on one server
-        (Tiresias' placement-sensitive jobs: on the all-VC week 1,429 of 1,461 walks failed,
-        after about 155 trials each, almost all of such jobs) whose trials are counted
-        (`_fit`'s dry case, just taken at the walk's first state), every job it would release
-        being a kept one with whole charges. The walk's other effects are on kept results only
-        (WorkerOrder's, `failed.workers`), which do not change what is decided."""
-        if not (self._exact and self._order is not None and self.servers(job) == 1
+    def _placed_at(self, job: JobView, lower: list) -> int | None:
+        """How many of `lower` the walk releases before its first trial that places the job
+        (-1: none does), found without its trials (WorkerOrder.placed_state), for a job held to
+        consolidation (Tiresias' placement-sensitive jobs: almost every walk on Philly) whose
+        trials are counted (`_fit`'s dry case, just taken at the walk's first state), every job
+        it would release being a kept one with whole charges; None where not known this way.
+        The trials skipped have effects on kept results only (WorkerOrder's, `failed.workers`),
+        which do not change what is decided."""
+        most = self.servers(job)
+        if not (self._exact and self._order is not None and most is not None
                 and not job.num_ps and job.worker_demand.gpu >= 1):
-            return False
+            return None
         if not all(type(r) is _Running and r.whole for r in lower):
-            return False
-        return self._order.never_one_node(job.worker_demand, job.num_workers,
-                                          [r.charges for r in lower])
+            return None
+        return self._order.placed_state(job.worker_demand, job.num_workers, most,
+                                        [r.charges for r in lower])
 
     def start(self, job: JobView) -> bool:
         """Start the job if it fits, preempting if need be; whether it starts."""
@@ -1137,19 +1171,21 @@ class Admission:
         if got is None:  # (so the free GPUs are `free` again)
             gone = self._gone
             lower = [r for r in reversed(self.running[self._below(k):]) if r.job_id not in gone]
-            if self._hopeless(job, lower):  # as the walk below would end, without walking
+            at = self._placed_at(job, lower)
+            if at == -1:  # as the walk below would end, without walking
                 self.failed.walks[workers] = max(self.failed.walks.get(workers, -1), len(lower))
                 return False
             freed = []
             # the free GPUs as the walk releases jobs: a state with fewer than the job's workers
             # is refused by `_fit` first thing (its one effect, on `_exact`, made by the trial
-            # above), so it is not called for it
+            # above), so it is not called for it; nor a state before the one `_placed_at`
+            # found (its trial would fail)
             need = job.num_workers * job.worker_demand.gpu
             for r in lower:
                 self._release(r, 1)
                 freed.append(r)
                 free += _held(r)
-                if need > free:
+                if need > free or (at is not None and len(freed) < at):
                     continue
                 got = self._fit(job, len(freed), blame, free)
                 if got is not None:

@@ -253,49 +253,45 @@ class WorkerOrder:
                 count = 0
         return count
 
-    def never_one_node(self, d: Demand, w: int, releases: list[np.ndarray]) -> bool:
-        """Whether `nodes(d, w, 1)` is a node list at no state of a walk that gives back
-        `releases` one after another (each a released job's charges per node, each node once:
-        a (k, 5) float array of rows (node, cores, GB, bytes/s, GPUs), whole numbers, as
-        Tiresias' kept running jobs hold them), `cap` now being the state before the first:
-        true only where that is certain (False: unknown). Pack only (consolidate's order moves
-        the other way as room grows).
+    def placed_state(self, d: Demand, w: int, most: int, releases: list[np.ndarray]) -> int:
+        """The first state of a walk that gives back `releases` one after another (each a
+        released job's charges per node, each node once: a (k, 5) float array of rows (node,
+        cores, GB, bytes/s, GPUs), whole numbers, as Tiresias' kept running jobs hold them) at
+        which `nodes(d, w, most)` is a node list: 0 now (`cap`, before the first release), r
+        after the r-th release, -1 at none. Tiresias' walks of consolidated jobs ask this once
+        instead of making a trial per state (issue 14, branch tires14; it replaced
+        never_one_node, which answered only "certainly at none" and only for `most` 1).
 
-        Why it holds: at any state the w workers go to one node exactly when the first node in
-        key order that holds a worker holds all w. A release only adds free capacity, so a
-        touched node's count only grows and its load only falls (its key, -load, only grows);
-        a node no release touches keeps both, and the first such node X that holds a worker is
-        ahead of every later untouched one at every state. A blocker is a node that holds a
-        worker but not w at every state: X if it holds fewer than w, a touched node that holds
-        one before the first release and fewer than w after the last; at every state a blocker
-        is at or before its last key (X: its key). So no state places the workers while every
-        node that could take them (X if it holds w; a touched node from the first state where
-        it holds w, its key then being the least it has from there on) is behind the earliest
-        of those blockers' last keys."""
-        if not self.pack:
-            return False
+        Why one pass does: at any state, `nodes(d, w, most)` is a node list exactly when the
+        first `most` nodes in key order that hold a worker hold w together. Those are nodes no
+        release touches (the first `most` such, the same at every state: they keep their
+        values and keys) or touched nodes; the touched nodes' values are followed release by
+        release (whole numbers: the sums are exact, in any order) and their keys made as
+        `_score` makes them."""
         if self.dirty:
             self._refresh()
         c = self.cap
         charges = np.concatenate(releases) if releases else np.zeros((0, 5))
         nodes = charges[:, 0].astype(np.int64)
         given = set(nodes.tolist())
-        x_key, x_takes = self._END, False  # X's key, whether it holds w
+        fixed = []  # (key, workers held) of the first `most` untouched nodes that hold one
         for key in self.keys:
             n = key[1]
             if n in given:
                 continue
             got = self._count(d, float(c.cpu[n]), float(c.mem[n]), float(c.bw[n]), int(c.gpu[n]))
             if got >= 1:
-                x_key, x_takes = key, got >= w
-                break
-        # the rest, compiled (a walk gives back ~180 charges; ~15x the Python loop's speed)
+                fixed.append((*key, got))
+                if len(fixed) == most:
+                    break
+        fixed = np.array(fixed, dtype=float).reshape(len(fixed), 3)
+        # the touched nodes, compiled (a walk gives back ~180 charges over ~130 releases)
         ends = np.cumsum(np.fromiter(map(len, releases), np.int64, len(releases)))
         gpus = self.cluster.gpus if self.gpus is not None else np.zeros(0, np.int64)
-        return _never_one_node(
+        return int(_placed_state(
             nodes, charges, ends, c.cpu, c.mem, c.bw, c.gpu, self.cluster.cpus, self.cluster.memory,
-            gpus, self.gpus is not None, float(d.cpu), float(d.mem_gb), d.bw_MBps * 1e6, int(d.gpu), w,
-            float(x_key[0]), float(x_key[1]), x_takes)
+            gpus, self.gpus is not None, self.pack, float(d.cpu), float(d.mem_gb), d.bw_MBps * 1e6,
+            int(d.gpu), w, most, fixed))
 
     def rebase(self, cap: Capacity) -> np.ndarray:
         """Follow a new capacity `cap` (the next round's) instead of the current one: the nodes
@@ -435,9 +431,10 @@ def add_placement(d: Decision, job_id: str, ps_nodes: list[int], worker_nodes: l
         d.place[f"{job_id}/w{i}"] = n
 
 
-# WorkerOrder.never_one_node's walk over the charges given back, compiled: the Python code's
-# float and integer operations on the same values in the same order (WorkerOrder._count,
-# WorkerOrder._load, Python's min / max and tuple order, here written out), so the same answer.
+# WorkerOrder.placed_state's walk over the charges given back, compiled: the Python code's
+# float and integer operations on the same values (WorkerOrder._count, WorkerOrder._load or the
+# free GPUs as `_score` makes them, Python's min / max and tuple order, here written out), so the
+# same answers as WorkerOrder.nodes at each state (tests/test_placers.py).
 
 
 @_jit
@@ -470,93 +467,72 @@ def _load_of(n, cpu, mem, gpu, cpus, mems, gpus, has_gpus):
 
 
 @_jit
-def _after(a0, a1, b0, b1):
-    """(a0, a1) > (b0, b1) as Python orders tuples."""
-    return a0 > b0 or (a0 == b0 and a1 > b1)
+def _state_key(j, n, v, g, held, key, cpus, mems, gpus, has_gpus, pack, dc, dm, db, dg):
+    """held[j] and key[j] of node n, touched node j, with free values v[j] and g[j] GPUs."""
+    held[j] = _count_of(v[j, 0], v[j, 1], v[j, 2], g[j], dc, dm, db, dg)
+    if pack:
+        key[j] = -_load_of(n, v[j, 0], v[j, 1], g[j], cpus, mems, gpus, has_gpus)
+    else:
+        key[j] = -float(g[j])
 
 
 @_jit
-def _behind(n, v, gpu, gw, w, dc, dm, db, dg, cpus, mems, gpus, has_gpus, bar0, bar1):
-    """never_one_node's `behind`: 1 behind the barrier, 0 not, -1 it does not hold w."""
-    if gpu < gw or _count_of(v[0], v[1], v[2], gpu, dc, dm, db, dg) < w:
-        return -1
-    return 1 if _after(-_load_of(n, v[0], v[1], gpu, cpus, mems, gpus, has_gpus), n, bar0, bar1) else 0
-
-
-@_jit
-def _never_one_node(nodes, charges, ends, cpu, mem, bw, gpu, cpus, mems, gpus, has_gpus, dc, dm, db, dg,
-                    w, x0, x1, x_takes):
-    """never_one_node after X is found (key (x0, x1), whether it holds w): `charges`' rows
-    (node, cores, GB, bytes/s, GPUs), the releases one after another, release r's ending at
-    ends[r]."""
+def _placed_state(nodes, charges, ends, cpu, mem, bw, gpu, cpus, mems, gpus, has_gpus, pack,
+                  dc, dm, db, dg, w, most, fixed):
+    """placed_state after the untouched nodes are read (`fixed`: rows (key's first value,
+    node, workers held), in key order): `charges`' rows (node, cores, GB, bytes/s, GPUs), the
+    releases one after another, release r's ending at ends[r]. Per touched node: its free
+    values, how many workers it holds and its key, made again when a release gives it back
+    something; at each state the `most` least keys of the untouched and touched nodes that
+    hold a worker, taken in key order, decide."""
     m = len(nodes)
-    pos = np.full(len(cpu), -1, np.int64)  # node -> its place in `given` (first seen first)
+    pos = np.full(len(cpu), -1, np.int64)  # node -> its place among the touched ones
     order = np.empty(m, np.int64)
-    g = np.empty((m, 3))  # what the whole walk gives back per node, summed in the walk's order
-    gg = np.empty(m, np.int64)
     k = 0
     for i in range(m):
-        n = nodes[i]
-        j = pos[n]
-        if j < 0:
-            pos[n] = j = k
-            order[k] = n
-            g[j, 0], g[j, 1], g[j, 2], gg[j] = charges[i, 1], charges[i, 2], charges[i, 3], int(charges[i, 4])
+        if pos[nodes[i]] < 0:
+            pos[nodes[i]] = k
+            order[k] = nodes[i]
             k += 1
-        else:
-            g[j, 0] += charges[i, 1]
-            g[j, 1] += charges[i, 2]
-            g[j, 2] += charges[i, 3]
-            gg[j] += int(charges[i, 4])
-    start = np.empty((k, 3))
-    sg = np.empty(k, np.int64)
+    v = np.empty((k, 3))
+    g = np.empty(k, np.int64)
+    held = np.empty(k, np.int64)  # workers it holds
+    key = np.empty(k)  # its key's first value (the second is the node)
     for j in range(k):
         n = order[j]
-        start[j, 0], start[j, 1], start[j, 2], sg[j] = cpu[n], mem[n], bw[n], gpu[n]
-    bar0, bar1 = (math.inf, math.inf) if x_takes else (x0, x1)  # the earliest blocker's last key
-    taker = np.zeros(k, np.bool_)  # touched nodes that hold w after the last release
-    last = np.empty(3)
-    for j in range(k):
-        n = order[j]
-        last[0], last[1], last[2] = start[j, 0] + g[j, 0], start[j, 1] + g[j, 1], start[j, 2] + g[j, 2]
-        lg = sg[j] + gg[j]
-        if _count_of(last[0], last[1], last[2], lg, dc, dm, db, dg) >= w:
-            taker[j] = True
-        elif _count_of(start[j, 0], start[j, 1], start[j, 2], sg[j], dc, dm, db, dg) >= 1:
-            b0 = -_load_of(n, last[0], last[1], lg, cpus, mems, gpus, has_gpus)
-            if b0 < bar0 or (b0 == bar0 and n < bar1):  # Python's min of the two keys
-                bar0, bar1 = b0, float(n)
-    if x_takes and not _after(x0, x1, bar0, bar1):
-        return False
-    gw = w * dg  # the GPUs of w workers: a node with fewer holds fewer (`_count`)
-    left = 0
-    for j in range(k):  # before the first release
-        if taker[j]:
-            got = _behind(order[j], start[j], sg[j], gw, w, dc, dm, db, dg, cpus, mems, gpus, has_gpus,
-                          bar0, bar1)
-            if got == 0:
-                return False
-            if got == 1:
-                taker[j] = False  # behind the barrier from then on
-            else:
-                left += 1
+        v[j, 0], v[j, 1], v[j, 2], g[j] = cpu[n], mem[n], bw[n], gpu[n]
+        _state_key(j, n, v, g, held, key, cpus, mems, gpus, has_gpus, pack, dc, dm, db, dg)
     i = 0
-    for r in range(len(ends)):
-        if left == 0:
-            break
-        while i < ends[r]:  # (a node once per release)
-            j = pos[nodes[i]]
-            if taker[j]:
-                start[j, 0] += charges[i, 1]
-                start[j, 1] += charges[i, 2]
-                start[j, 2] += charges[i, 3]
-                sg[j] += int(charges[i, 4])
-                got = _behind(order[j], start[j], sg[j], gw, w, dc, dm, db, dg, cpus, mems, gpus, has_gpus,
-                              bar0, bar1)
-                if got == 0:
-                    return False
-                if got == 1:
-                    taker[j] = False
-                    left -= 1
-            i += 1
-    return True
+    for r in range(len(ends) + 1):
+        if r > 0:  # the r-th release (a node once per release)
+            while i < ends[r - 1]:
+                j = pos[nodes[i]]
+                v[j, 0] += charges[i, 1]
+                v[j, 1] += charges[i, 2]
+                v[j, 2] += charges[i, 3]
+                g[j] += int(charges[i, 4])
+                _state_key(j, nodes[i], v, g, held, key, cpus, mems, gpus, has_gpus, pack,
+                           dc, dm, db, dg)
+                i += 1
+        # the first `most` nodes that hold a worker, in key order (keys compared as Python's
+        # tuples: distinct, as the nodes are), and the workers they hold together
+        p0, p1 = -math.inf, -math.inf  # the key last taken
+        total = 0
+        for _ in range(most):
+            b0, b1, got = math.inf, math.inf, 0
+            for f in range(len(fixed)):
+                f0, f1 = fixed[f, 0], fixed[f, 1]
+                if (f0 > p0 or (f0 == p0 and f1 > p1)) and (f0 < b0 or (f0 == b0 and f1 < b1)):
+                    b0, b1, got = f0, f1, int(fixed[f, 2])
+            for j in range(k):
+                if held[j] >= 1:
+                    k0, k1 = key[j], float(order[j])
+                    if (k0 > p0 or (k0 == p0 and k1 > p1)) and (k0 < b0 or (k0 == b0 and k1 < b1)):
+                        b0, b1, got = k0, k1, held[j]
+            if got == 0:  # no more nodes hold a worker
+                break
+            total += got
+            p0, p1 = b0, b1
+        if total >= w:
+            return r
+    return -1

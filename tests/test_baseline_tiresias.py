@@ -195,24 +195,27 @@ def test_decisions_as_main_all_vc_day(policy):
 
 # Issue 14 (branch tires8): all virtual clusters, 2017-10-02 (a busy day: most preemption walks
 # are of one-server jobs that fail); SHA-256 prefixes of decision_log.py's log recorded on main
-# at 6bedb58, before walks certain to fail were skipped (Admission._hopeless).
+# at 6bedb58, before walks certain to fail were skipped (Admission._hopeless, since branch
+# tires14 Admission._placed_at, which also skips the trials before a walk's first success).
 MAIN_ALL_VC_SECOND_DAY = {"tiresias": "d8378176f233079c", "tiresias-gittins": "09c907a68c909225"}
 
 
 @needs_philly
 @pytest.mark.parametrize("policy", sorted(MAIN_ALL_VC_SECOND_DAY))
 def test_decisions_as_main_with_walks_skipped(policy, monkeypatch):
-    """Walks found certain to fail end as they would have (the same decisions as main's), and
-    the day has such walks (the test reaches the skip)."""
-    skipped = [0]
-    hopeless = tiresias.Admission._hopeless
+    """Walks found to fail at every state end as they would have, walks found to place the job
+    at a later state skip the trials before it (the same decisions as main's), and the day has
+    both (the test reaches the skips)."""
+    skipped = {-1: 0, 1: 0}
+    placed_at = tiresias.Admission._placed_at
 
     def counted(self, job, lower):
-        got = hopeless(self, job, lower)
-        skipped[0] += got
+        got = placed_at(self, job, lower)
+        if got is not None:
+            skipped[min(got, 1)] += 1
         return got
 
-    monkeypatch.setattr(tiresias.Admission, "_hopeless", counted)
+    monkeypatch.setattr(tiresias.Admission, "_placed_at", counted)
     day = scenario_of("philly", "all", "2017-10-02", "2017-10-03")
     assert decision_digest(day, policy, 0) == MAIN_ALL_VC_SECOND_DAY[policy]
-    assert skipped[0] > 50
+    assert skipped[-1] > 50 and skipped[1] > 0, skipped

@@ -5,6 +5,7 @@ equal a count made anew at every read."""
 
 from __future__ import annotations
 
+import copy
 import math
 import sys
 from pathlib import Path
@@ -13,13 +14,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from helpers import needs_philly
 
 import baselines.tiresias as tiresias_mod
 from baselines.tiresias import Admission, Tiresias, TiresiasGittins, gittins_indices
 from dlclusterenv import make_sim
+from dlclusterenv.placers import Capacity, WorkerOrder, place_job
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from decision_log import decision_log  # noqa: E402
+from decision_log import decision_log, scenario_of  # noqa: E402
 from overload import overloaded  # noqa: E402
 
 
@@ -191,3 +194,111 @@ def test_las_order_kept_for_older_jobs_is_made_anew(seed):
     sched = _StaleLAS()
     log = decision_log("default", sched, seed)
     assert sched.checked > 10 and log == decision_log("default", Tiresias(), seed)
+
+
+class WalkCheckedAdmission(Admission):
+    """Admission whose walk shortcuts (issue 14, branch tires14) are checked at every use: the
+    state `_placed_at` finds against the walk's trials made state by state on a copy, and
+    every placement counted after a walk (`_fit` without `m`, dry) against place_job's, charges
+    included."""
+
+    seen = {"none": 0, "later": 0, "after walk": 0}
+
+    def _placed_at(self, job, lower):
+        at = super()._placed_at(job, lower)
+        if at is not None:
+            cap = copy.deepcopy(self.cap)
+            order = WorkerOrder(self.cluster, cap, self.placer)
+            want = -1
+            for k in range(len(lower) + 1):
+                if k:
+                    for n, cpu, mem, bw, gpu in lower[k - 1].per_node:
+                        cap.cpu[n] += cpu
+                        cap.mem[n] += mem
+                        cap.bw[n] += bw
+                        cap.gpu[n] += gpu
+                    order.touch(lower[k - 1].touched)
+                if isinstance(order.nodes(job.worker_demand, job.num_workers,
+                                          self.servers(job)), list):
+                    want = k
+                    break
+            assert at == want
+            WalkCheckedAdmission.seen["none" if at < 0 else "later"] += 1
+        return at
+
+    def _fit(self, job, m=None, blame=None, free=None):
+        if m is not None or not self._exact or job.num_ps:
+            return super()._fit(job, m, blame, free)
+        cap = copy.deepcopy(self.cap)
+        want = place_job(self.cluster, cap, self.placer, job.ps_demand, job.worker_demand,
+                         job.num_ps, job.num_workers)
+        if want is not None and not self._accepts(job, want[1]):
+            want, cap = None, self.cap
+        cap = [a.copy() for a in (cap.cpu, cap.mem, cap.bw, cap.gpu)]
+        got = super()._fit(job, m, blame, free)
+        assert got == want
+        assert all((a == b).all() for a, b in zip(cap, (self.cap.cpu, self.cap.mem, self.cap.bw,
+                                                         self.cap.gpu)))
+        WalkCheckedAdmission.seen["after walk"] += 1
+        return got
+
+
+@needs_philly
+def test_walk_shortcuts_as_the_trials(monkeypatch):
+    """All virtual clusters, 2017-10-02 (the day of test_baseline_tiresias' walk pins): the
+    state each walk of a consolidated job first places it at, and each placement after a walk, as the
+    trials and place_job give them; walks that never place, walks placed at a later state and
+    placements after a walk are all reached."""
+    monkeypatch.setattr(tiresias_mod, "Admission", WalkCheckedAdmission)
+    for k in WalkCheckedAdmission.seen:
+        WalkCheckedAdmission.seen[k] = 0
+    sim = make_sim(scenario_of("philly", "all", "2017-10-02", "2017-10-03"), 0)
+    sim.run(Tiresias())
+    seen = WalkCheckedAdmission.seen
+    assert seen["none"] > 100 and seen["later"] >= 3 and seen["after walk"] > 50, seen
+
+
+class StateCheckedAdmission(Admission):
+    """Admission that notes its round's full state as main made it before branch tires14 (from
+    the capacity at the round's start, not the view's arrays)."""
+
+    made: list = []
+
+    def __init__(self, view, *a, **k):
+        super().__init__(view, *a, **k)
+        c = Capacity.of(view)
+        self.full = (c.cpu.tobytes(), c.mem.tobytes(), c.bw.tobytes(), c.gpu.tobytes(),
+                     tuple(tiresias_mod._sig(r) for r in self.running))
+        StateCheckedAdmission.made.append(self)
+
+
+@pytest.mark.parametrize("cls", [Tiresias, TiresiasGittins])
+def test_failures_reused_where_the_state_is_the_last_rounds(monkeypatch, cls):
+    """A round's failures are kept only where it started no job (branch tires14: its state is
+    then made from the view, at the round's start or end), and the next round reuses them
+    exactly where its full state equals that round's; on the overloaded `default` (fractional
+    capacities, preemptions) such reuses happen, and rounds that start a job keep nothing."""
+    monkeypatch.setattr(tiresias_mod, "Admission", StateCheckedAdmission)
+    made = StateCheckedAdmission.made
+    made.clear()
+    sched = cls()
+    decide = sched.decide
+    counts = {"reused": 0, "started": 0}
+
+    def checked(view):
+        before, kept = len(made), sched._failed
+        last = made[-1] if made else None
+        d = decide(view)
+        if len(made) > before:
+            adm = made[-1]
+            want = (last is not None and not last.started and kept[0] is not None
+                    and adm.full == last.full)
+            assert (adm.first is kept[1]) == want
+            counts["reused"] += want
+            counts["started"] += bool(adm.started)
+            assert (sched._failed[0] is None) == bool(adm.started)
+        return d
+
+    sched.decide = checked
+    assert make_sim(overloaded(200, 10.0), 0).run(sched).jobs_finished == 200
+    assert counts["reused"] >= 5 and counts["started"] > 50, counts
