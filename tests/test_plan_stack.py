@@ -81,3 +81,52 @@ def test_common_head_and_tail_as_a_scan(xs, ys, cap):
     tail = next((i for i in range(n) if x[-1 - i] is not y[-1 - i]), n)
     assert common_run(x, y, n, False) == head
     assert common_run(x, y, n, True) == tail
+
+
+@pytest.mark.parametrize("min_pool", [4, PlanStack._MIN_POOL])
+def test_follow_gives_every_jobs_current_plan(min_pool, monkeypatch):
+    """PlanStack.follow over random job lists (jobs start, end, reorder) while jobs in and out of
+    the list have their plans dropped (Job.touch, which fills Ledger.replanned): its plans are
+    every listed job's current plan, and its pools gather to them, after every step; the jobs
+    whose plan was not dropped keep the plan object they had."""
+    monkeypatch.setattr(PlanStack, "_MIN_POOL", min_pool)
+    sim = dlclusterenv.make_sim("default", 0)
+    fifo = baselines.make("fifo")
+    fifo.reset(0)
+    while not sim.done and len(sim.running_jobs()) < 8:
+        sim.decide(fifo)
+        sim.advance()
+    pool = list(sim.running_jobs())  # fully placed jobs
+    assert len(pool) >= 8
+    led, cluster = sim._ledger, sim.cluster
+    rng = np.random.default_rng(1)
+    stack, jobs = PlanStack(), []
+    led.replanned.clear()
+    touched_in_list = 0
+    for step in range(400):
+        op = rng.integers(5)
+        if op == 0 or not jobs:  # a job starts
+            free = [j for j in pool if j not in jobs]
+            if free:  # (new lists, as the engine makes them)
+                k = int(rng.integers(len(jobs) + 1))
+                jobs = [*jobs[:k], free[rng.integers(len(free))], *jobs[k:]]
+        elif op == 1:  # a job ends
+            k = int(rng.integers(len(jobs)))
+            jobs = jobs[:k] + jobs[k + 1 :]
+        elif op == 2:  # the list is made anew in another order
+            jobs = [jobs[k] for k in rng.permutation(len(jobs))]
+        elif op == 3:  # a job's plan is dropped, in the list or not
+            job = pool[rng.integers(len(pool))]
+            touched_in_list += job in jobs
+            job.touch()
+        kept = {id(j): j.plan for j in jobs if j.plan is not None and j not in led.replanned}
+        plans = stack.follow(cluster, jobs, led.replanned)
+        led.replanned.clear()
+        assert len(plans) == len(jobs) and all(p is j.plan for p, j in zip(plans, jobs)), step
+        assert all(j.plan is kept[id(j)] for j in jobs if id(j) in kept), step
+        if jobs:
+            want = _full(plans)
+            arrays, consts = stack.gathered()
+            assert np.array_equal(consts, want.pop("consts")), step
+            assert all(np.array_equal(arrays[f], v) for f, v in want.items()), step
+    assert touched_in_list >= 20
