@@ -345,8 +345,7 @@ class PlanStack:
             pool, used = self.pool, self.used
             for p in new:
                 col = []
-                for g, fs in self.FIELDS.items():
-                    k = list(self.FIELDS).index(g)
+                for k, fs in enumerate(self.FIELDS.values()):
                     lo, m = used[k], len(getattr(p, fs[0]))
                     for f in fs:
                         pool[f][lo : lo + m] = getattr(p, f)
@@ -505,13 +504,14 @@ def compute_rates(
     follows the jobs (PlanStack.follow) instead of reading every job's plan."""
     n, cc = cluster.n_nodes, _cluster_consts(cluster)
     n_link, cap = cc.n_link, cc.cap
-    if stack is not None and replanned is not None:  # (an empty list too: `replanned` is spent)
+    follows = stack is not None and replanned is not None
+    if follows:  # (an empty list too: `replanned` is spent)
         st, plans = stack, stack.follow(cluster, jobs, replanned)
     if not jobs:
         e = np.zeros(0)
         return Rates([], e, e, e, e, np.zeros(n_link), np.zeros(n), np.zeros(cluster.n_gpus, bool), [], np.zeros(0),
                      np.zeros(0, np.int64), e, (0.0, 0.0, 0.0))
-    if stack is None or replanned is None:  # every job's cached plan, then the missing
+    if not follows:  # every job's cached plan, then the missing
         plans = [j.plan for j in jobs]
         if None in plans:  # an identity scan in C (JobPlan compares by identity)
             for i in compress(count(), map(is_, plans, repeat(None))):
