@@ -31,3 +31,15 @@ def test_profile_lists_the_step_and_the_simulator_per_step(capsys):
     env_speed.main(["--profile", "30", "--top", "5", "--scenario", "tiny", "--ids", "DLClusterJoint-v0"])
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("DLClusterJoint-v0 on tiny, 30 random masked steps") and len(out) == 2 + 5
+
+
+def test_the_default_ids_leave_out_the_slow_grow_env_and_no_num_envs_skips_the_batched_part(capsys):
+    ap_ids = [i for i in env_speed.dlclusterenv.ENV_IDS if i not in env_speed.SLOW_IDS]
+    assert "DLClusterGrow-v0" in env_speed.dlclusterenv.ENV_IDS and "DLClusterGrow-v0" not in ap_ids
+    env_speed.main(["--scenario", "tiny", "--steps", "20", "--repeats", "1", "--num-envs",
+                    "--ids", "DLClusterJoint-v0"])
+    out = capsys.readouterr().out
+    assert "DLClusterJoint-v0" in out and "batched" not in out
+    env_speed.main(["--scenario", "tiny", "--steps", "20", "--repeats", "1", "--num-envs", "2",
+                    "--ids", "DLClusterJoint-v0", "--no-sync"])
+    assert "batched, 2 envs" in capsys.readouterr().out
