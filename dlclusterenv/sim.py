@@ -397,7 +397,10 @@ class Simulator:
         preempted = {j.job_id for j in preempt}
         # -- placed tasks that leave their node: all of a preempted job's, those a shrink removes
         removed: list[Task] = []
-        for jid in preempted | set(alloc):
+        # in the decision's order, not a set's: the commit frees in this order, and float sums
+        # freed in another order differ in the last bits (a set of strings iterates in an order
+        # that changes with PYTHONHASHSEED, so two processes would not run alike)
+        for jid in dict.fromkeys([*(j.job_id for j in preempt), *alloc]):
             job = self.jobs[jid]
             p, w = alloc.get(jid, (job.num_ps, job.num_workers))
             for t in job.tasks.values():

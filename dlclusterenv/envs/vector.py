@@ -100,8 +100,8 @@ class ClusterVectorEnv(VectorEnv):
                 infos[key], infos[f"_{key}"] = np.stack(vals), every.copy()
             else:
                 rest[key] = [(i, v) for i, v in enumerate(vals) if v is not _MISSING]
-        for i, info in enumerate(per_env[1:], 1):  # keys the first env does not report
-            for key in info.keys() - per_env[0].keys():
+        for i, info in enumerate(per_env[1:], 1):  # keys the first env does not report, in the
+            for key in [k for k in info if k not in per_env[0]]:  # env's order (a set's varies)
                 rest.setdefault(key, []).append((i, info[key]))
         for key, pairs in rest.items():
             for i, v in sorted(pairs, key=lambda p: p[0]):
