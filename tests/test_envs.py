@@ -679,3 +679,66 @@ def test_job_progress_false_zeroes_only_the_progress_and_loss_columns(env_id):
 def test_job_progress_must_be_a_bool():
     with pytest.raises(ConfigError, match="job_progress"):
         make_env("DLClusterAlloc-v0", job_progress="no")
+
+
+def test_time_scale_s_scales_the_rewards_and_the_clock_features():
+    """`time_scale_s` is the unit of the jct reward (job-hours at 3600 s) and of the age / time
+    observation features: doubling it halves every reward of the same trajectory and changes the
+    clock columns only (the masks, hence the actions, stay the same)."""
+    hour, two = make_env("DLClusterPlace-v0"), make_env("DLClusterPlace-v0", time_scale_s=7200.0)
+    (a, _), (b, _) = hour.reset(seed=1), two.reset(seed=1)
+    rng = np.random.default_rng(1)
+    paid = aged = 0.0
+    for _ in range(200):
+        mask = hour.unwrapped.action_masks()
+        assert (mask == two.unwrapped.action_masks()).all()
+        action = int(rng.choice(np.flatnonzero(mask)))
+        a, ra, ta, _, _ = hour.step(action)
+        b, rb, tb, _, _ = two.step(action)
+        assert rb == pytest.approx(ra / 2, rel=1e-12, abs=1e-15)
+        paid += abs(ra)
+        if hour.unwrapped.sim.now > 0:
+            assert a["global"][0] > b["global"][0]  # 1 - exp(-t / (100 s)) grows slower
+            aged = max(aged, float(np.abs(a["jobs"][:, 5] - b["jobs"][:, 5]).max()))
+        if ta:
+            break
+    assert paid > 0 and aged > 0
+
+
+def test_placement_work_conserving_masks_defer_while_the_task_fits():
+    """`work_conserving=True`: the placement env's defer action is masked whenever the focal task
+    fits on some node (and allowed again when it fits nowhere); by default defer is always open."""
+    plain = make_env("DLClusterPlace-v0")
+    plain.reset(seed=0)
+    assert plain.unwrapped.action_masks()[:-1].any() and plain.unwrapped.action_masks()[-1]
+    env = make_env("DLClusterPlace-v0", work_conserving=True)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    masked = opened = 0
+    for _ in range(300):
+        mask = env.unwrapped.action_masks()
+        fits = mask[:-1].any()
+        assert mask[-1] == (not fits)
+        masked, opened = masked + fits, opened + (not fits)
+        *_, term, trunc, _ = env.step(int(rng.choice(np.flatnonzero(mask))))
+        if term or trunc:
+            break
+    assert masked and opened
+
+
+def test_share_env_max_tasks_sets_the_task_rows_per_job_slot():
+    """`max_tasks` is the number of `tasks` rows (and CPU-limit actions) per job slot: with 4, a
+    job slot's rows start at slot * 4 and hold what the default's rows at slot * 64 hold."""
+    big, small = _two_pending(), _two_pending(max_tasks=4)
+    (env_b, u_b), (env_s, u_s) = big, small
+    J = u_b.max_jobs
+    assert (u_b.max_tasks, u_s.max_tasks) == (64, 4)
+    assert env_s.observation_space["tasks"].shape == (J * 4, 7)
+    assert env_b.action_space.n - env_s.action_space.n == J * 60
+    ob = _do(env_b, u_b.encode_ps(1, 1), u_b.encode_worker(1, 0, 1))
+    os_ = _do(env_s, u_s.encode_ps(1, 1), u_s.encode_worker(1, 0, 1))
+    assert ob["tasks"].shape == (J * 64, 7) and os_["tasks"].shape == (J * 4, 7)
+    assert ob["tasks"][64:68, 0].any()
+    np.testing.assert_array_equal(os_["tasks"][4:8], ob["tasks"][64:68])
+    np.testing.assert_array_equal(os_["tasks"][:4], ob["tasks"][:4])
+    assert u_s.encode_limit(1, 0) == u_s._o_lim + 4
