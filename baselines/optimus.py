@@ -996,6 +996,8 @@ class Optimus(Scheduler):
             raise ValueError(f"interval_s must be > 0, got {interval_s}")
         if not 0 < early_factor <= 1:
             raise ValueError(f"early_factor must be in (0, 1], got {early_factor}")
+        if isinstance(early_epochs, bool) or not isinstance(early_epochs, int) or early_epochs < 0:
+            raise ValueError(f"early_epochs must be an int >= 0, got {early_epochs!r}")
         if loss_fit_max_points is not None and (
             isinstance(loss_fit_max_points, bool) or not isinstance(loss_fit_max_points, int)
             or loss_fit_max_points < MIN_LOSS_POINTS

@@ -20,6 +20,7 @@ from baselines.optimus import (
     PROFILE_DESIGN,
     AllocJob,
     Optimus,
+    OptimusOracle,
     allocate,
     cluster_totals,
     convergence_epoch,
@@ -219,6 +220,9 @@ def test_bad_options():
         baselines.make("optimus", interval_s=0)
     with pytest.raises(ValueError, match="early_factor"):
         baselines.make("optimus", early_factor=1.5)
+    for bad in (-1, 2.5, True, "5"):  # "5" was a TypeError at the first decision, the rest ran
+        with pytest.raises(ValueError, match="early_epochs"):
+            baselines.make("optimus", early_epochs=bad)
     for bad in (2, 0, 2.5, True, "100"):
         with pytest.raises(ValueError, match="loss_fit_max_points"):
             baselines.make("optimus", loss_fit_max_points=bad)
@@ -595,3 +599,15 @@ def test_speeds_read_without_views_match_the_views_and_no_running_view_is_built(
     sim.run(sched)
     assert sched.shapes >= 3  # jobs resized: several shapes measured per job
     assert sched.extra == []
+
+
+@pytest.mark.parametrize("cls, kwargs, base", [
+    (Optimus, {"interval_s": 300.0}, {}),  # reallocates twice as often
+    (Optimus, {"early_factor": 0.5}, {}),  # young jobs' marginal gain halved, not x 0.95
+    (Optimus, {"early_factor": 0.5, "early_epochs": 0}, {"early_factor": 0.5}),  # no job is young
+    (OptimusOracle, {"interval_s": 300.0}, {}),
+])
+def test_every_parameter_changes_decisions(cls, kwargs, base):
+    """Each constructor knob changes the decisions on `tiny` (early_epochs shows only where the
+    factor it gates bites: at the default 0.95 no decision on tiny or default moves)."""
+    assert decision_digest("tiny", cls(**kwargs), 0) != decision_digest("tiny", cls(**base), 0)
