@@ -6,6 +6,7 @@ gpu_mode or migration, so the default scenario is checked on the direct door onl
 
 from __future__ import annotations
 
+import pytest
 from helpers import make_cluster, make_sim, make_zoo, model_dict
 
 import dlclusterenv
@@ -237,3 +238,60 @@ def test_automl_search_without_the_overload_is_the_counter_experiment():
     loaded, alone = search("gandiva", 0), search("gandiva", 0, overload=False)
     assert alone["search_s"] < loaded["search_s"]
     assert loaded["survivor_train_s"] > loaded["survivor_alone_s"] > 0
+
+
+def test_grow_shrink_false_never_grows():
+    """`grow_shrink=False`: the 1-GPU job stays at its request on the idle 4-GPU server."""
+    sim, _ = _grow_sim(gpu_model())
+    g = Gandiva(grow_shrink=False)
+    g.reset(0)
+    run_until(sim, g, 61)
+    assert sim.jobs["j0"].num_workers == 1 and sim.free_gpus[0] == 3
+
+
+def test_grow_max_factor_caps_the_growth():
+    """`grow_max_factor=2`: the 1-GPU job grows to 2 workers, not to the server's 4 GPUs."""
+    sim, _ = _grow_sim(gpu_model())
+    g = Gandiva(grow_max_factor=2)
+    g.reset(0)
+    run_until(sim, g, 61)
+    assert sim.jobs["j0"].num_workers == 2 and sim.free_gpus[0] == 2
+
+
+def test_migration_false_leaves_the_time_sliced_job_in_place():
+    """`migration=False`: in test_migration_to_vacated_gpu's setting j2 stays time-sliced with j1
+    after j0 frees GPU 0 (nothing waits, so nothing else takes it), and pays no checkpoint."""
+    zoo = make_zoo(short=gpu_model(gpu_util=0.9, **SHORT), long=gpu_model(gpu_util=0.3))
+    jobs = [("j0", "short", 1, 1), ("j1", "long", 1, 1), ("j2", "long", 1, 1)]
+    sim = make_sim(make_cluster(nodes_per_rack=1, gpus=2, gpu_memory_gb=24), zoo, jobs, tick_s=60)
+    g = Gandiva(migration=False, grow_shrink=False)  # no growth onto the freed GPU either
+    g.reset(0)
+    sim.decide(g)
+    sim.advance()
+    assert sim.jobs["j0"].status == "done"
+    sim.decide(g)
+    assert gpus_of(sim, "j2") == gpus_of(sim, "j1") == [1]
+    assert sim.jobs["j2"].paused_until <= sim.now
+
+
+def test_packing_false_never_packs():
+    """`packing=False`: the VAE pair that the paper's Gandiva packs and keeps stays time-sliced."""
+    r = packing_set("VAE-P40", 2, sched=Gandiva(packing=False))
+    assert not any(r["modes"])
+
+
+def test_pack_util_max_bounds_the_sets_tried():
+    """`pack_util_max`: a VAE pair sums to 2 x 8.7% utilisation: tried at 0.2, not at 0.1."""
+    assert packing_set("VAE-P40", 2, sched=Gandiva(pack_util_max=0.2))["tried"]
+    assert not any(packing_set("VAE-P40", 2, sched=Gandiva(pack_util_max=0.1))["modes"])
+
+
+@pytest.mark.parametrize("key, bad", [
+    ("packing", "no"), ("migration", 0), ("grow_shrink", None), ("oversubscription", "False"),
+    ("pack_util_max", 0.0), ("pack_util_max", -1.0), ("pack_util_max", float("nan")), ("pack_util_max", "1"),
+    ("grow_max_factor", 0), ("grow_max_factor", 1.5), ("grow_max_factor", True),
+])
+def test_bad_options_name_the_option(key, bad):
+    """Each was accepted: "no" switched its mechanism on, a factor of 1.5 made fractional room."""
+    with pytest.raises(ValueError, match=key):
+        Gandiva(**{key: bad})

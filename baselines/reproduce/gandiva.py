@@ -60,14 +60,15 @@ def one_p40():
     return one_server(1)
 
 
-def packing_set(model: str, k: int = 2, seed: int = 0) -> dict:
-    """k copies of `model` on one P40 under Gandiva, for three intervals.
+def packing_set(model: str, k: int = 2, seed: int = 0, sched=None) -> dict:
+    """k copies of `model` on one P40 under Gandiva (`sched`, default the paper's; tests give
+    variants of its knobs), for three intervals.
 
     Returns the time-sliced and packed aggregate mini-batches/s, the gain, and the GPU mode Gandiva
     left after judging the packing."""
     specs = [JobSpec(f"j{i}", model, 0.0, 1, 1) for i in range(k)]
     sim = Simulator(one_p40(), specs, load_zoo(), seed=seed, tick_s=INTERVAL_S)
-    sched = baselines.make("gandiva")
+    sched = sched or baselines.make("gandiva")
     sched.reset(seed)
     modes, speeds = [], []
     while sim.now < 3 * INTERVAL_S - 1e-9 and not sim.done:
