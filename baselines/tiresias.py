@@ -428,6 +428,8 @@ class Tiresias(Scheduler):
             raise ValueError(f"thresholds must be positive and increasing, got {thresholds}")
         if starve_limit < 0:
             raise ValueError(f"starve_limit must be >= 0 (0 = off), got {starve_limit}")
+        if isinstance(min_history, bool) or not isinstance(min_history, int) or min_history < 1:
+            raise ValueError(f"min_history must be an int >= 1, got {min_history!r}")
         self.thresholds = tuple(float(t) for t in thresholds)
         self.starve_limit = starve_limit
         self.placer = get_placer(placer)

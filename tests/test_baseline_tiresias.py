@@ -219,3 +219,22 @@ def test_decisions_as_main_with_walks_skipped(policy, monkeypatch):
     day = scenario_of("philly", "all", "2017-10-02", "2017-10-03")
     assert decision_digest(day, policy, 0) == MAIN_ALL_VC_SECOND_DAY[policy]
     assert skipped[-1] > 50 and skipped[1] > 0, skipped
+
+
+def test_min_history_gates_the_gittins_order():
+    """`min_history`: until that many jobs have finished 2D-Gittins keeps LAS's order. Never
+    reached (10**6), tiresias-gittins decides as tiresias; at 5 it decides otherwise than both the
+    default (1) and LAS on `default`."""
+    las = decision_digest("tiny", Tiresias(), 0)
+    assert decision_digest("tiny", tiresias.TiresiasGittins(), 0) != las
+    assert decision_digest("tiny", tiresias.TiresiasGittins(min_history=10**6), 0) == las
+    five = decision_digest("default", tiresias.TiresiasGittins(min_history=5), 0)
+    assert five not in (decision_digest("default", tiresias.TiresiasGittins(), 0),
+                        decision_digest("default", Tiresias(), 0))
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
+def test_bad_min_history_names_the_option(bad):
+    """Each was accepted: "2" failed as a TypeError at the first decision, the others ran."""
+    with pytest.raises(ValueError, match="min_history"):
+        tiresias.TiresiasGittins(min_history=bad)
