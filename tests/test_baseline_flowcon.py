@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from helpers import decision_digest
 
 import dlclusterenv
 from baselines.flowcon import FlowCon, WorkerState, algorithm1, presume
@@ -158,3 +159,11 @@ def test_flowcon_completes_default_scenario_directly():
 def test_bad_parameters_rejected():
     with pytest.raises(ValueError, match="alpha"):
         FlowCon(alpha=0)
+
+
+def test_beta_changes_the_outcome():
+    """FlowCon(beta=...) reaches Algorithm 1's CL floor 1 / (beta n) (test_cl_lower_bound_one_over_beta_n
+    checks the floor itself): on flowcon_5 beta 1 and 8 decide otherwise than the paper's 2. On
+    flowcon_fixed the three give the same decisions (the floor never binds there)."""
+    runs = {b: decision_digest("flowcon_5", FlowCon(beta=b), 0) for b in (1.0, 2.0, 8.0)}
+    assert len(set(runs.values())) == 3
