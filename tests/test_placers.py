@@ -5,14 +5,17 @@ equal the maximum over the stacked rows."""
 from __future__ import annotations
 
 import copy
+import inspect
 
 import numpy as np
 import pytest
-from helpers import make_cluster
+from helpers import decision_digest, make_cluster
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
+import baselines
 import dlclusterenv.placers as placers
+from baselines.fixed import FixedShape
 from dlclusterenv.config import Demand
 from dlclusterenv.placers import Capacity, consolidate, pack, place_job
 
@@ -275,3 +278,23 @@ def test_integral():
     assert not placers.integral(np.array([0.0, 0.5]))
     assert not placers.integral(2.0**53)
     assert not placers.integral(np.array([np.nan]))
+
+
+_WITH_PLACER = [n for n, cls in baselines.REGISTRY.items() if "placer" in inspect.signature(cls).parameters]
+
+
+@pytest.mark.parametrize("name", _WITH_PLACER)
+def test_every_schedulers_placer_changes_its_decisions(name):
+    """A scheduler's `placer` argument reaches its placements: on tiny each placer it accepts
+    (Hadoop's heartbeat only where it is the default) gives decisions of their own."""
+    default = inspect.signature(baselines.REGISTRY[name]).parameters["placer"].default
+    names = {"spread", "pack", "consolidate", default}
+    digests = {pl: decision_digest("tiny", baselines.make(name, placer=pl), 0) for pl in names}
+    assert len(set(digests.values())) == len(names), digests
+
+
+def test_fixed_shapes_placer_changes_its_decisions():
+    """FixedShape(1, 3): its default consolidate, pack and spread place the jobs differently."""
+    digests = {pl: decision_digest("tiny", FixedShape(1, 3, placer=pl), 0)
+               for pl in ("spread", "pack", "consolidate")}
+    assert len(set(digests.values())) == 3, digests
