@@ -531,6 +531,12 @@ class PolluxOracle(Pollux):
     name = "pollux-oracle"
     oracle = True
 
+    def __init__(self, **kw):
+        """`max_growth` is refused where `cap` ignores it: it used to be taken and change nothing."""
+        if "max_growth" in kw and type(self).cap is PolluxOracle.cap:
+            raise ValueError("max_growth: pollux-oracle has no growth cap (its cap is max_workers)")
+        super().__init__(**kw)
+
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
         self._true: dict[tuple[str, int, bool], float] = {}

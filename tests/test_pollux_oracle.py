@@ -117,3 +117,21 @@ def test_no_growth_cap_only_max_workers():
     assert PolluxOracle(max_workers=5).cap(None) == 5
     sc = _default("pgns", 12)
     assert decision_digest(sc, PolluxOracle(), 0) != decision_digest(sc, CappedOracle(), 0)
+
+
+def test_max_growth_is_refused_where_no_growth_cap_reads_it():
+    """pollux-oracle took `max_growth` and ignored it (its cap is max_workers): the same decisions
+    at 1, 2 and 64. It is refused by name now; CappedOracle, whose cap reads it, keeps it."""
+    for make in (lambda: PolluxOracle(max_growth=4.0), lambda: baselines.make("pollux-oracle", max_growth=1.0)):
+        with pytest.raises(ValueError, match="max_growth"):
+            make()
+    assert decision_digest("tiny", CappedOracle(max_growth=1.0), 0) != decision_digest("tiny", CappedOracle(), 0)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"interval_s": 300.0}, {"p": 1.0}, {"restart_delay_s": 600.0}, {"population": 4}, {"generations": 3},
+    {"max_workers": 2},
+])
+def test_every_parameter_changes_the_oracles_decisions(kwargs):
+    """As Pollux's (test_baseline_pollux.py), each knob the oracle keeps changes its decisions."""
+    assert decision_digest("tiny", PolluxOracle(**kwargs), 0) != decision_digest("tiny", PolluxOracle(), 0)
