@@ -449,3 +449,42 @@ def test_busy_philly_preset_loads_the_cluster():
     assert (s.n_jobs, s.cluster_gpus) == (1713, 2496)
     assert s.load(s.sim_gpu_s) == pytest.approx(0.694, abs=0.001)
     assert s.warnings() == []
+
+
+def _tiny_workload(**keys) -> dict:
+    """The tiny scenario with its workload's keys replaced."""
+    sc = yaml.safe_load(open("configs/scenarios/tiny.yaml"))
+    sc["workload"] = {**sc["workload"], **keys}
+    return sc
+
+
+def test_epoch_scale_sets_every_jobs_convergence_point():
+    """`epoch_scale` (a generated job's range, a fixed job's value) moves where each job converges:
+    at 0.5 every job's work halves (to the epoch), so the same policy finishes them sooner."""
+    half, one = (_tiny_workload(epoch_scale=[s, s]) for s in (0.5, 1.0))
+    assert {s.epoch_scale for s in make_sim(half, 0).specs} == {0.5}
+    fifo = {name: make_sim(sc, 0).run(baselines.make("fifo")).summary() for name, sc in (("half", half), ("one", one))}
+    assert fifo["half"]["avg_jct_s"] < 0.75 * fifo["one"]["avg_jct_s"]
+    fixed = [jobs({"kind": "fixed", "jobs": [{"model": "ResNet-50", "arrival_s": 0, "epoch_scale": s}]})[0]
+             for s in (0.5, 1.0)]
+    assert [s.epoch_scale for s in fixed] == [0.5, 1.0]
+    model = ZOO.models["ResNet-50"]
+    assert convergence_epoch(model, 0.5) < convergence_epoch(model, 1.0)
+
+
+def test_shards_per_job_places_input_shards_and_changes_locality():
+    """`shards_per_job`: every generated job reads that many shards on seeded nodes (0: none), and
+    where they lie changes the data-locality of the same policy's run."""
+    none, three = (make_sim(_tiny_workload(shards_per_job=k), 0) for k in (0, 3))
+    assert {s.shard_nodes for s in none.specs} == {()}
+    assert {len(s.shard_nodes) for s in three.specs} == {3}
+    assert all(0 <= n < TINY.n_nodes for s in three.specs for n in s.shard_nodes)
+    a, b = (sim.run(baselines.make("fifo")).summary() for sim in (none, three))
+    assert a["data_local_frac"] != b["data_local_frac"]
+
+
+def test_ps_ratio_sets_the_ps_of_replayed_ps_jobs():
+    """`ps_ratio` (trace replay with comm: ps): ceil(workers / ps_ratio) PS; 4 by default."""
+    two = jobs({**TRACE_JSON, "comm": "ps", "ps_ratio": 2})
+    assert [(s.num_workers, s.num_ps) for s in two] == [(1, 1), (2, 1), (8, 4)]
+    assert [s.num_ps for s in jobs({**TRACE_JSON, "comm": "ps"})] == [1, 1, 2]
