@@ -364,6 +364,21 @@ CKPT_S, CKPT_MBPS, PARAM = 10.0, 200.0, 400e6
 PAUSE = CKPT_S + PARAM / (CKPT_MBPS * 1e6)  # 12 s
 
 
+@pytest.mark.parametrize("o, k, slice_s", [
+    ({"cpu_sched_latency_s": 0.048}, 2, 0.024),  # the CFS period sets the slice: 48 ms / 2
+    ({"cpu_sched_latency_s": 0.048}, 10, 0.0048),  # above the default 3 ms floor
+    ({"cpu_min_granularity_s": 0.006}, 10, 0.006),  # the floor sets it: 24 ms / 10 < 6 ms
+])
+def test_cfs_period_and_floor_set_the_slice(o, k, slice_s):
+    """`cpu_sched_latency_s` and `cpu_min_granularity_s` away from their defaults (the test above
+    uses the defaults): each of k starved tasks loses cpu_switch_s per slice of
+    max(latency / k, granularity)."""
+    alone = _flowcon(("A",)).rates().speed["A"]
+    jobs = tuple(f"J{i}" for i in range(k))
+    r = _flowcon(jobs, {j: "thin" for j in jobs}, overheads={"cpu_switch_s": 0.001, **o}).rates()
+    assert [r.speed[j] for j in jobs] == pytest.approx([alone / k * (1 - 0.001 / slice_s)] * k, rel=REL)
+
+
 def _elastic_sim():
     cluster = make_cluster(
         nodes_per_rack=2,
