@@ -209,14 +209,14 @@ def test_d2s_data_locality_transfer_time_and_counters():
 
 
 # --------------------------------------------------------------------------------------- Gandiva
-def _gandiva(util, mem_gb, *, alone=False, mode=None):
+def _gandiva(util, mem_gb, *, alone=False, mode=None, time_slice_s=60.0):
     cluster = make_cluster(
         nodes_per_rack=1,
         cpus=48,
         gpus=1,
         gpu_memory_gb=24,  # P40 (seed 002, Table 1)
         nic_MBps=5000,
-        overheads={"suspend_resume_s": 0.25, "time_slice_s": 60.0},
+        overheads={"suspend_resume_s": 0.25, "time_slice_s": time_slice_s},
     )
     zoo = make_zoo(
         m=model_dict(
@@ -258,6 +258,14 @@ def test_gandiva_table1_pack_vs_timeslice():
     assert pack_low > slice_low
     assert pack_high < slice_high
 
+
+@pytest.mark.parametrize("quantum", [30.0, 1.0])
+def test_time_slice_s_sets_the_switch_loss(quantum):
+    """`time_slice_s` away from its default 60 s: a shorter quantum switches more often, so each
+    time-sliced job keeps (1 - suspend_resume_s / time_slice_s) / 2 of its alone speed."""
+    alone = _gandiva(0.94, 4.0, alone=True).rates().speed["A"]
+    sl = _gandiva(0.94, 4.0, time_slice_s=quantum).rates().speed
+    assert [sl["A"], sl["B"]] == pytest.approx([(1 - 0.25 / quantum) / 2 * alone] * 2, rel=REL)
 
 def test_gandiva_packing_beyond_gpu_memory_is_rejected():
     """Gandiva (seed 002): packing jobs whose memory exceeds the GPU's is not possible without paging;
