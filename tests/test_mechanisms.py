@@ -367,11 +367,6 @@ def test_cpu_contention_costs_a_switch_per_cfs_slice():
     assert (r.speed["A"], r.speed["C"]) == pytest.approx((alone / 2, 1 / 2.0), rel=REL)
 
 
-# --------------------------------------------------------------------------------------- migration
-CKPT_S, CKPT_MBPS, PARAM = 10.0, 200.0, 400e6
-PAUSE = CKPT_S + PARAM / (CKPT_MBPS * 1e6)  # 12 s
-
-
 @pytest.mark.parametrize("o, k, slice_s", [
     ({"cpu_sched_latency_s": 0.048}, 2, 0.024),  # the CFS period sets the slice: 48 ms / 2
     ({"cpu_sched_latency_s": 0.048}, 10, 0.0048),  # above the default 3 ms floor
@@ -387,12 +382,17 @@ def test_cfs_period_and_floor_set_the_slice(o, k, slice_s):
     assert [r.speed[j] for j in jobs] == pytest.approx([alone / k * (1 - 0.001 / slice_s)] * k, rel=REL)
 
 
-def _elastic_sim():
+# --------------------------------------------------------------------------------------- migration
+CKPT_S, CKPT_MBPS, PARAM = 10.0, 200.0, 400e6
+PAUSE = CKPT_S + PARAM / (CKPT_MBPS * 1e6)  # 12 s
+
+
+def _elastic_sim(checkpoint_s=CKPT_S, checkpoint_MBps=CKPT_MBPS):
     cluster = make_cluster(
         nodes_per_rack=2,
         cpus=8,
         nic_MBps=1250,
-        overheads={"checkpoint_s": CKPT_S, "checkpoint_MBps": CKPT_MBPS},
+        overheads={"checkpoint_s": checkpoint_s, "checkpoint_MBps": checkpoint_MBps},
     )
     zoo = make_zoo(m=model_dict(param_bytes=PARAM, step_compute_s=1.0))
     sim = make_sim(cluster, zoo, [("J", "m", 1, 1)], tick_s=100.0)
@@ -422,6 +422,16 @@ def test_migration_pauses_for_checkpoint_restore():
     s1 = sim.rates().speed["J"]  # new placement: worker and PS now exchange 400 MB per step
     assert s1 < s0
     assert gained == pytest.approx((100.0 - PAUSE) * s1, rel=REL)
+
+
+@pytest.mark.parametrize("ckpt_s, ckpt_MBps", [(5.0, CKPT_MBPS), (CKPT_S, 100.0), (0.0, 400.0)])
+def test_checkpoint_overheads_set_the_migration_pause(ckpt_s, ckpt_MBps):
+    """`checkpoint_s` and `checkpoint_MBps` away from their defaults (10 s, 200 MB/s, which the test
+    above gives): a migrated worker pauses checkpoint_s + param_bytes / checkpoint_MBps."""
+    sim = _elastic_sim(ckpt_s, ckpt_MBps)
+    sim.advance()
+    sim.apply(Decision(place={"J/w0": "r0-n1"}))
+    assert sim.jobs["J"].paused_until == pytest.approx(sim.now + ckpt_s + PARAM / (ckpt_MBps * 1e6))
 
 
 def test_resize_pauses_for_checkpoint_restore():
