@@ -267,6 +267,7 @@ def test_time_slice_s_sets_the_switch_loss(quantum):
     sl = _gandiva(0.94, 4.0, time_slice_s=quantum).rates().speed
     assert [sl["A"], sl["B"]] == pytest.approx([(1 - 0.25 / quantum) / 2 * alone] * 2, rel=REL)
 
+
 def test_gandiva_packing_beyond_gpu_memory_is_rejected():
     """Gandiva (seed 002): packing jobs whose memory exceeds the GPU's is not possible without paging;
     the engine refuses it (2 x 16 GB > 24 GB) and leaves the state untouched. Time-slicing is fine."""
