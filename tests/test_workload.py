@@ -488,3 +488,11 @@ def test_ps_ratio_sets_the_ps_of_replayed_ps_jobs():
     two = jobs({**TRACE_JSON, "comm": "ps", "ps_ratio": 2})
     assert [(s.num_workers, s.num_ps) for s in two] == [(1, 1), (2, 1), (8, 4)]
     assert [s.num_ps for s in jobs({**TRACE_JSON, "comm": "ps"})] == [1, 1, 2]
+
+
+def test_window_s_spreads_uniform_arrivals_over_it():
+    """`window_s`: uniform arrivals fill [0, window_s] (with the default 0 every job arrives at 0;
+    test_uniform_arrivals_in_window_and_seeded holds then too)."""
+    for window in (100.0, 10_000.0):
+        at = [s.arrival_s for s in jobs({"kind": "uniform", "num_jobs": 50, "window_s": window, "models": MIX})]
+        assert 0 <= min(at) < 0.1 * window and 0.9 * window < max(at) <= window
