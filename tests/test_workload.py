@@ -496,3 +496,14 @@ def test_window_s_spreads_uniform_arrivals_over_it():
     for window in (100.0, 10_000.0):
         at = [s.arrival_s for s in jobs({"kind": "uniform", "num_jobs": 50, "window_s": window, "models": MIX})]
         assert 0 <= min(at) < 0.1 * window and 0.9 * window < max(at) <= window
+
+
+def test_num_ps_num_workers_and_models_shape_generated_jobs():
+    """`num_ps` / `num_workers` (inclusive ranges; default the model's 1 / 1) size every generated
+    PS job, and `models` weights the draw (weight 0: never drawn)."""
+    base = {"kind": "uniform", "num_jobs": 40, "window_s": 10, "models": MIX}
+    assert {(s.num_ps, s.num_workers) for s in jobs(base)} == {(1, 1)}
+    sized = jobs({**base, "num_ps": [2, 2], "num_workers": [2, 3]})
+    assert {s.num_ps for s in sized} == {2} and {s.num_workers for s in sized} == {2, 3}
+    assert {s.model for s in jobs(base)} == set(MIX)
+    assert {s.model for s in jobs({**base, "models": {"ResNet-50": 1, "ResNeXt-110": 0}})} == {"ResNet-50"}
