@@ -40,6 +40,21 @@ def _out_dir(flag: str, path: str) -> Path:
     return out
 
 
+def _out_file(flag: str, path: str) -> Path:
+    """An output file argument, checked before the work it would hold is done: a directory there,
+    or a folder that does not exist or cannot be written, ended the run in a traceback at the
+    write, its results lost."""
+    out = Path(path)
+    parent = out.parent
+    if out.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory; give a file name")
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {path}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise UsageError(f"{flag} {path}: not writable")
+    return out
+
+
 def _listing(what: str) -> list[str]:
     """`dlcluster list WHAT`."""
     if what == "envs":
@@ -185,6 +200,10 @@ def _main(argv: list[str] | None) -> int:
             if a.name not in reproduce.NAMES:
                 raise UsageError(f"unknown experiment {a.name!r}; {schedulers.did_you_mean(a.name, reproduce.NAMES)}"
                                  f"valid: {', '.join(reproduce.NAMES)}")
+            if a.seeds < 1:  # 0 seeds judged every claim on the mean of nothing (nan)
+                raise UsageError(f"--seeds must be at least 1, got {a.seeds}")
+            if a.json:
+                _out_file("--json", a.json)
             claims = reproduce.run(a.name, a.seeds)
             w = max(len(c.claim) for c in claims)
             print(f"{'claim':<{w}}  {'paper':>14}  {'simulated':>14}  status")
@@ -195,13 +214,19 @@ def _main(argv: list[str] | None) -> int:
                 import json
 
                 path = Path(a.json)
-                fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".")
-                with os.fdopen(fd, "w") as f:
-                    json.dump([c.row() for c in claims], f, indent=2)
-                os.replace(tmp, path)
+                fd, tmp = tempfile.mkstemp(dir=path.parent)
+                try:
+                    with os.fdopen(fd, "w") as f:
+                        json.dump([c.row() for c in claims], f, indent=2)
+                    os.replace(tmp, path)
+                finally:
+                    if os.path.exists(tmp):  # the replace failed: no stray temp file left beside it
+                        os.unlink(tmp)
         elif a.cmd == "fidelity":
             from .fidelity import FidelityError, cli
 
+            if a.json:
+                _out_file("--json", a.json)
             try:
                 cli(a.kind, a.file, a.params, a.gpu_type, a.comm, a.step1, a.json)
             except FidelityError as e:
@@ -218,6 +243,8 @@ def _main(argv: list[str] | None) -> int:
                 _out_dir("train --out", a.out)
             train_cli(a.config, a.out, a.resume)
         elif a.cmd == "run":
+            if a.seed < 0:  # numpy refuses a negative seed, in a traceback after the scenario loaded
+                raise UsageError(f"--seed must be 0 or more, got {a.seed}")
             policies = evaluate.resolve_policies(a.policy)
             scenario = _scenario(a)
             rows = {}
