@@ -784,6 +784,9 @@ def cli(suite: str, out: str | None, check: bool, validate_path: str | None, wor
         policies: str | None, resume: bool = False) -> int:
     if validate_path:
         p = Path(validate_path)
+        if not p.exists():  # a bad path, exit 2: it was replayed as a log and reported a MISMATCH (exit 1)
+            print(f"error: --validate {p}: no such file or folder", file=sys.stderr)
+            return 2
         # a benchmark's hidden stage (runs not yet committed) is not part of its results
         logs = sorted(x for x in p.rglob("*.jsonl") if not any(
             part.startswith(".") for part in x.relative_to(p).parts)) if p.is_dir() else [p]

@@ -228,3 +228,12 @@ def test_bad_evaluate_arguments_keep_the_runs_saved_in_out(bad, tmp_path, capsys
     assert main([*args, *bad]) == 2
     assert bad[0] in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in (out / "per_run").iterdir()} == saved
+
+
+def test_benchmark_validate_of_a_missing_path_is_a_usage_error(tmp_path, capsys):
+    """A mistyped --validate path was replayed as a log: "MISMATCH ...: not a readable decision
+    log", exit 1, as if a run's metrics had changed."""
+    missing = tmp_path / "runs.jsonl"
+    assert main(["benchmark", "--validate", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert f"--validate {missing}: no such file or folder" in err and "MISMATCH" not in err
