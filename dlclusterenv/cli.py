@@ -245,7 +245,7 @@ def _main(argv: list[str] | None) -> int:
         elif a.cmd == "run":
             if a.seed < 0:  # numpy refuses a negative seed, in a traceback after the scenario loaded
                 raise UsageError(f"--seed must be 0 or more, got {a.seed}")
-            policies = evaluate.resolve_policies(a.policy)
+            policies = evaluate.resolve_policies(a.policy, "--policy")
             scenario = _scenario(a)
             rows = {}
             for p in policies:

@@ -106,15 +106,15 @@ class RunResult:
     wall_s: float
 
 
-def resolve_policies(spec: str) -> list[str]:
+def resolve_policies(spec: str, flag: str = "--policies") -> list[str]:
     """`all` (every baseline) or a comma-separated list of policy specs (`schedulers` module doc).
     Each is checked here, before any run: a scheduler class is imported, a learned model's file must
-    exist; a bad one is a PolicyError naming it."""
+    exist; a bad one is a PolicyError naming it (an empty list names `flag`, the option it came in)."""
     import baselines
 
     names = baselines.names() if spec.strip() == "all" else [p.strip() for p in spec.split(",") if p.strip()]
     if not names:
-        raise PolicyError(f"--policies {spec!r} names no policy; valid: all, {', '.join(schedulers.names())}")
+        raise PolicyError(f"{flag} {spec!r} names no policy; valid: all, {', '.join(schedulers.names())}")
     for n in names:
         if schedulers.kind(n) != "learned":
             schedulers.scheduler_class(n)

@@ -237,3 +237,9 @@ def test_benchmark_validate_of_a_missing_path_is_a_usage_error(tmp_path, capsys)
     assert main(["benchmark", "--validate", str(missing)]) == 2
     err = capsys.readouterr().err
     assert f"--validate {missing}: no such file or folder" in err and "MISMATCH" not in err
+
+
+def test_run_with_an_empty_policy_list_names_its_own_flag(capsys):
+    """`run --policy ""` was told "--policies '' names no policy": run has no --policies."""
+    assert main(["run", "--scenario", "tiny", "--policy", " , "]) == 2
+    assert "error: --policy ' , ' names no policy; valid: all, " in capsys.readouterr().err
