@@ -317,6 +317,9 @@ def read_yaml(path: Path | str) -> Any:
 
 def validate(cls: type[BaseModel], data: Any, path: Path | str) -> Any:
     """Validate `data` as `cls`, turning pydantic's error into one that names file and key path."""
+    if data is None:  # an empty file: pydantic's "<root>: Input should be a valid dictionary" said less
+        need = [k for k, f in cls.model_fields.items() if f.is_required()]
+        raise ConfigError(f"{path}: empty; expected a mapping with the keys {', '.join(need)}")
     try:
         return cls.model_validate(data)
     except ValidationError as e:

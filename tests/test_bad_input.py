@@ -339,3 +339,14 @@ def test_fidelity_params_must_be_a_finite_positive_number(params):
 
     with pytest.raises(FidelityError, match=r"^--params: must be a finite number > 0, got"):
         check_file("never-read.csv", params, "T4", "allreduce")
+
+
+@pytest.mark.parametrize("load, keys", [(load_cluster, "name, source, node_types, racks"), (load_zoo, "models"),
+                                        (make_sim, "name, workload")])
+def test_an_empty_yaml_file_says_so_and_lists_the_keys_it_needs(load, keys, tmp_path):
+    """An empty (or comments-only) file was "<root>: Input should be a valid dictionary or instance
+    of Scenario (value: None)"."""
+    path = tmp_path / "x.yaml"
+    path.write_text("# nothing yet\n")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: empty; expected a mapping with the keys {keys}$"):
+        load(path)
