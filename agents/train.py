@@ -45,7 +45,7 @@ import tempfile
 import time
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -119,7 +119,8 @@ class EnvSpec(_Strict):
 
 class EvalSpec(_Strict):
     scenario: str | None = Field(default=None, description="default: the training env's scenario")
-    seeds: list[int] = Field(default=[1000, 1001, 1002], min_length=1)
+    seeds: list[Annotated[int, Field(ge=0)]] = Field(default=[1000, 1001, 1002], min_length=1,
+                                                     description="reset refuses negative seeds")
     baselines: list[str] = Field(default_factory=list)
 
     @field_validator("baselines")

@@ -142,6 +142,7 @@ def test_bc_imitates_dltap_above_chance():
         ({"algo": "ppo"}, "maskable"),
         ({"eval": {"seeds": [1], "baselines": []}}, "eval.seeds"),
         ({"eval": {"baselines": ["fifo", "nope"]}}, "eval.baselines"),
+        ({"eval": {"seeds": [-1]}}, "eval.seeds.0"),  # was a traceback at the first evaluation, mid-training
         ({"policy_kwargs": {"features_extractor_class": "agents.nope.X"}}, "policy_kwargs"),
         ({"device": "tpu"}, "device"),
         ({"torch_threads": 0}, "torch_threads"),
