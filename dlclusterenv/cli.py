@@ -225,6 +225,12 @@ def _main(argv: list[str] | None) -> int:
         elif a.cmd == "fidelity":
             from .fidelity import FidelityError, cli
 
+            pollux_only = [f for f, given in (("--params", a.params is not None), ("--step1", a.step1),
+                                              ("--gpu-type", a.gpu_type != "T4"), ("--comm", a.comm != "allreduce"))
+                           if given]
+            if pollux_only and a.kind != "pollux":  # they were ignored: the files scored with their own
+                what = f"`fidelity {a.kind}`" if a.kind else "`fidelity` alone (the shared profiles)"
+                raise UsageError(f"{', '.join(pollux_only)}: only for `fidelity pollux FILE`, not {what}")
             if a.json:
                 _out_file("--json", a.json)
             try:

@@ -243,3 +243,16 @@ def test_run_with_an_empty_policy_list_names_its_own_flag(capsys):
     """`run --policy ""` was told "--policies '' names no policy": run has no --policies."""
     assert main(["run", "--scenario", "tiny", "--policy", " , "]) == 2
     assert "error: --policy ' , ' names no policy; valid: all, " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, named", [(["--params", "1e6"], "--params"),
+                                         (["gavel-pairs", "x.json", "--comm", "ps"], "--comm"),
+                                         (["--gpu-type", "V100", "--step1", "s.csv"], "--step1, --gpu-type")])
+def test_fidelity_options_of_pollux_elsewhere_are_a_usage_error(args, named, monkeypatch, capsys):
+    """--params, --step1, --gpu-type and --comm describe one Pollux file; without `pollux FILE`
+    they were ignored and every file was scored with its own."""
+    from dlclusterenv import fidelity
+
+    monkeypatch.setattr(fidelity, "cli", _no_runs)
+    assert main(["fidelity", *args]) == 2
+    assert f"error: {named}: only for `fidelity pollux FILE`" in capsys.readouterr().err
