@@ -796,6 +796,12 @@ def run_suite(name: str, out: Path, *, workers: int = 1, extra: list[str] = (), 
 def cli(suite: str, out: str | None, check: bool, validate_path: str | None, workers: int,
         policies: str | None, resume: bool = False) -> int:
     if validate_path:
+        ignored = [f for f, given in (("--out", out), ("--check", check), ("--policies", policies),
+                                      ("--resume", resume)) if given]
+        if ignored:  # they would be ignored: --validate only replays the logs it is given
+            print(f"error: --validate replays decision logs; {', '.join(ignored)} would run a suite: "
+                  "give them without --validate", file=sys.stderr)
+            return 2
         p = Path(validate_path)
         if not p.exists():  # a bad path, exit 2: it was replayed as a log and reported a MISMATCH (exit 1)
             print(f"error: --validate {p}: no such file or folder", file=sys.stderr)

@@ -256,3 +256,11 @@ def test_fidelity_options_of_pollux_elsewhere_are_a_usage_error(args, named, mon
     monkeypatch.setattr(fidelity, "cli", _no_runs)
     assert main(["fidelity", *args]) == 2
     assert f"error: {named}: only for `fidelity pollux FILE`" in capsys.readouterr().err
+
+
+def test_benchmark_validate_with_suite_options_is_a_usage_error(tmp_path, capsys):
+    """`benchmark --validate LOG --policies X --resume` replayed LOG and ignored the rest."""
+    log = tmp_path / "a.jsonl"
+    log.write_text("{}\n")
+    assert main(["benchmark", "--validate", str(log), "--policies", "m.py:M", "--resume"]) == 2
+    assert "--policies, --resume would run a suite" in capsys.readouterr().err
