@@ -37,6 +37,13 @@ def _out_dir(flag: str, path: str) -> Path:
     if out.exists() and not out.is_dir():
         hint = f"; did you mean --config {path}?" if flag == "train --out" and out.suffix in (".yaml", ".yml") else ""
         raise UsageError(f"{flag} {path}: exists and is a file, not a directory{hint}")
+    # the folder it would be made in: a file on the way (or no write permission) ended the command
+    # in mkdir's traceback (NotADirectoryError, PermissionError)
+    above = next(p for p in (out, *out.absolute().parents) if p.exists())
+    if not above.is_dir():
+        raise UsageError(f"{flag} {path}: {above} is a file, not a directory")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {path}: {above} is not writable")
     return out
 
 
@@ -241,6 +248,8 @@ def _main(argv: list[str] | None) -> int:
         elif a.cmd == "benchmark":
             from .benchmark import cli
 
+            if a.out:
+                _out_dir("benchmark --out", a.out)
             return cli(a.suite, a.out, a.check, a.validate, a.workers, a.policies, a.resume)
         elif a.cmd == "train":
             from agents.train import train_cli

@@ -264,3 +264,19 @@ def test_benchmark_validate_with_suite_options_is_a_usage_error(tmp_path, capsys
     log.write_text("{}\n")
     assert main(["benchmark", "--validate", str(log), "--policies", "m.py:M", "--resume"]) == 2
     assert "--policies, --resume would run a suite" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cmd", [["evaluate", "--scenario", "tiny", "--policies", "fifo"], ["train"],
+                                 ["benchmark", "tiny"]])
+def test_an_out_under_a_file_is_a_usage_error(cmd, tmp_path, monkeypatch, capsys):
+    """--out afile/sub ended in mkdir's NotADirectoryError traceback (evaluate and benchmark once
+    the scenario or suite was loaded, train once its config was)."""
+    from dlclusterenv import benchmark, evaluate
+
+    monkeypatch.setattr(evaluate, "evaluate", _no_runs)
+    monkeypatch.setattr(benchmark, "run_suite", _no_runs)
+    (tmp_path / "afile").write_text("keep")
+    out = tmp_path / "afile" / "sub"
+    assert main([*cmd, "--out", str(out)]) == 2
+    assert f"--out {out}: {tmp_path / 'afile'} is a file, not a directory" in capsys.readouterr().err
+    assert (tmp_path / "afile").read_text() == "keep"
