@@ -45,7 +45,7 @@ import tempfile
 import time
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -119,7 +119,8 @@ class EnvSpec(_Strict):
 
 class EvalSpec(_Strict):
     scenario: str | None = Field(default=None, description="default: the training env's scenario")
-    seeds: list[int] = Field(default=[1000, 1001, 1002], min_length=1)
+    seeds: list[Annotated[int, Field(ge=0)]] = Field(default=[1000, 1001, 1002], min_length=1,
+                                                     description="reset refuses negative seeds")
     baselines: list[str] = Field(default_factory=list)
 
     @field_validator("baselines")
@@ -155,6 +156,47 @@ class BCSpec(_Strict):
         if v not in baselines.REGISTRY:
             raise ValueError(f"unknown heuristic; valid: {', '.join(baselines.names())}")
         return v
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+class PPOHyperparameters(BaseModel):
+    """Ranges of the (Maskable)PPO hyperparameters that SB3 takes unchecked: n_steps or n_epochs 0
+    and batch_size -1 failed deep in learn() (an UnboundLocalError, a reshape error), gamma 2 or
+    ent_coef nan as nan logits, each a traceback after the run directory was written. Numbers are
+    strict: YAML reads 3e-4 (no dot) as a string, which SB3 refused only once the model was built.
+    Only checked; the config keeps its own dict, and names SB3 does not take are refused by
+    TrainConfig._consistent."""
+
+    model_config = ConfigDict(extra="allow")
+
+    learning_rate: float = Field(None, gt=0, strict=True, allow_inf_nan=False)
+    n_steps: int = Field(None, ge=1, strict=True)
+    batch_size: int = Field(None, ge=1, strict=True)
+    n_epochs: int = Field(None, ge=1, strict=True)
+    gamma: float = Field(None, ge=0, le=1, strict=True)
+    gae_lambda: float = Field(None, ge=0, le=1, strict=True)
+    clip_range: float = Field(None, gt=0, strict=True, allow_inf_nan=False)
+    clip_range_vf: float | None = Field(None, gt=0, strict=True, allow_inf_nan=False)
+    normalize_advantage: bool = Field(None, strict=True)
+    ent_coef: float = Field(None, strict=True, allow_inf_nan=False)
+    vf_coef: float = Field(None, ge=0, strict=True, allow_inf_nan=False)
+    max_grad_norm: float = Field(None, gt=0, strict=True, allow_inf_nan=False)
+    target_kl: float | None = Field(None, gt=0, strict=True, allow_inf_nan=False)
+    stats_window_size: int = Field(None, ge=1, strict=True)
+
+    @model_validator(mode="after")
+    def _advantage_over_more_than_one(self) -> PPOHyperparameters:
+        if self.batch_size == 1 and self.normalize_advantage is not False:  # SB3's default: True
+            raise ValueError("batch_size: 1 normalises each advantage by the spread of one sample "
+                             "(nan); give batch_size >= 2 or normalize_advantage: false")
+        return self
 
 
 class SuiteSpec(_Strict):
@@ -209,6 +251,20 @@ class TrainConfig(_Strict):
     @classmethod
     def _importable(cls, v: dict[str, Any]) -> dict[str, Any]:
         _resolve_kwargs(v)
+        return v
+
+    @field_validator("hyperparameters")
+    @classmethod
+    def _in_range(cls, v: dict[str, Any]) -> dict[str, Any]:
+        try:
+            PPOHyperparameters.model_validate(v)
+        except ValidationError as e:
+            err = e.errors()[0]
+            key = ".".join(["hyperparameters", *map(str, err["loc"])])
+            msg, value = err["msg"].removeprefix("Value error, "), err.get("input")
+            if isinstance(value, str) and _is_float(value):
+                msg += f"; YAML reads {value} as text: write it with a dot, e.g. {float(value)!r}"
+            raise _KeyError(key, value, msg) from None
         return v
 
     @model_validator(mode="after")
@@ -450,7 +506,6 @@ def _train(cfg: TrainConfig, out: Path, resume: bool, progress_bar: bool):
                               "or choose another directory")
         out.mkdir(parents=True, exist_ok=True)
         run = {}
-    save_config(cfg, out / "config.yaml")
     run["wall_s_before"] = run.get("wall_s", 0.0)
     t0 = time.perf_counter()
     if found:
@@ -460,7 +515,14 @@ def _train(cfg: TrainConfig, out: Path, resume: bool, progress_bar: bool):
         model.set_random_seed(cfg.seed + step)
     else:
         venv = make_vec(cfg, cfg.seed)
-        model = new_model(cfg, venv)
+        try:
+            model = new_model(cfg, venv)
+        except ConfigError:
+            venv.close()
+            raise
+    # saved once SB3 has taken the config: saved before, a config it refused made --out "a run"
+    # that only --resume (with the refused config) could enter
+    save_config(cfg, out / "config.yaml")
     model.set_logger(configure(str(out / "tb"), ["tensorboard"]))
     if cfg.bc and not found:
         from .bc import warm_start

@@ -166,8 +166,16 @@ def _windows_kind(value) -> str:
     return "sample" if isinstance(value, (dict, Sample)) else "list"
 
 
+def _no_repeats(key: str, values: list) -> None:
+    """A value given twice in a suite list is an error: a repeated seed, load or policy was run
+    (or scored) twice and weighed twice in the means, silently."""
+    dup = [v for i, v in enumerate(values) if v in values[:i]]
+    if dup:
+        raise ValueError(f"{key}: {dup[0]!r} given twice")
+
+
 class Split(_Strict):
-    seeds: list[StrictInt] = Field(min_length=1)
+    seeds: list[Annotated[StrictInt, Field(ge=0)]] = Field(min_length=1, description="numpy refuses negative seeds")
     windows: Annotated[Annotated[list[Window], Tag("list")] | Annotated[Sample, Tag("sample")],
                        Discriminator(_windows_kind)] = Field(
         default_factory=list, description="trace scenarios only: a list of windows, or a Sample")
@@ -183,6 +191,7 @@ class Split(_Strict):
 
     @model_validator(mode="after")
     def _expand(self) -> Split:
+        _no_repeats("seeds", self.seeds)
         if isinstance(self.windows, Sample):
             return self.model_copy(update={"windows": self.windows.windows()})
         return self
@@ -209,6 +218,7 @@ class Entry(_Strict):
     def _held_out(self) -> Entry:
         if any(x <= 0 or not math.isfinite(x) for x in self.loads):
             raise ValueError(f"loads: {self.loads}: every load must be a finite number > 0")
+        _no_repeats("loads", self.loads)
         shared = sorted(set(self.train.seeds) & set(self.test.seeds))
         if shared:
             raise ValueError(f"test.seeds: {shared} are also train seeds (the test split must be held out)")
@@ -237,6 +247,8 @@ class Constants(_Strict):
         for i, (p, w) in enumerate(self.shapes):
             if p < 1 or w < 1:
                 raise ValueError(f"shapes.{i}: {[p, w]}: PS and workers must be >= 1")
+        _no_repeats("shapes", self.shapes)
+        _no_repeats("placers", self.placers)
         return self
 
     def names(self) -> list[str]:
@@ -264,6 +276,7 @@ class Suite(_Strict):
         import baselines
 
         for key in ("heuristics", "oracles"):
+            _no_repeats(key, getattr(self, key))
             for i, n in enumerate(getattr(self, key)):
                 if n not in baselines.REGISTRY:
                     raise ValueError(f"{key}.{i}: unknown baseline {n!r}; known: {baselines.names()}")
@@ -783,7 +796,16 @@ def run_suite(name: str, out: Path, *, workers: int = 1, extra: list[str] = (), 
 def cli(suite: str, out: str | None, check: bool, validate_path: str | None, workers: int,
         policies: str | None, resume: bool = False) -> int:
     if validate_path:
+        ignored = [f for f, given in (("--out", out), ("--check", check), ("--policies", policies),
+                                      ("--resume", resume)) if given]
+        if ignored:  # they would be ignored: --validate only replays the logs it is given
+            print(f"error: --validate replays decision logs; {', '.join(ignored)} would run a suite: "
+                  "give them without --validate", file=sys.stderr)
+            return 2
         p = Path(validate_path)
+        if not p.exists():  # a bad path, exit 2: it was replayed as a log and reported a MISMATCH (exit 1)
+            print(f"error: --validate {p}: no such file or folder", file=sys.stderr)
+            return 2
         # a benchmark's hidden stage (runs not yet committed) is not part of its results
         logs = sorted(x for x in p.rglob("*.jsonl") if not any(
             part.startswith(".") for part in x.relative_to(p).parts)) if p.is_dir() else [p]

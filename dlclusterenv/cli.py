@@ -37,6 +37,28 @@ def _out_dir(flag: str, path: str) -> Path:
     if out.exists() and not out.is_dir():
         hint = f"; did you mean --config {path}?" if flag == "train --out" and out.suffix in (".yaml", ".yml") else ""
         raise UsageError(f"{flag} {path}: exists and is a file, not a directory{hint}")
+    # the folder it would be made in: a file on the way (or no write permission) ended the command
+    # in mkdir's traceback (NotADirectoryError, PermissionError)
+    above = next(p for p in (out, *out.absolute().parents) if p.exists())
+    if not above.is_dir():
+        raise UsageError(f"{flag} {path}: {above} is a file, not a directory")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {path}: {above} is not writable")
+    return out
+
+
+def _out_file(flag: str, path: str) -> Path:
+    """An output file argument, checked before the work it would hold is done: a directory there,
+    or a folder that does not exist or cannot be written, ended the run in a traceback at the
+    write, its results lost."""
+    out = Path(path)
+    parent = out.parent
+    if out.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory; give a file name")
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {path}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise UsageError(f"{flag} {path}: not writable")
     return out
 
 
@@ -185,6 +207,10 @@ def _main(argv: list[str] | None) -> int:
             if a.name not in reproduce.NAMES:
                 raise UsageError(f"unknown experiment {a.name!r}; {schedulers.did_you_mean(a.name, reproduce.NAMES)}"
                                  f"valid: {', '.join(reproduce.NAMES)}")
+            if a.seeds < 1:  # was a traceback in four experiments, one seed in the other two
+                raise UsageError(f"--seeds must be at least 1, got {a.seeds}")
+            if a.json:
+                _out_file("--json", a.json)
             claims = reproduce.run(a.name, a.seeds)
             w = max(len(c.claim) for c in claims)
             print(f"{'claim':<{w}}  {'paper':>14}  {'simulated':>14}  status")
@@ -195,13 +221,25 @@ def _main(argv: list[str] | None) -> int:
                 import json
 
                 path = Path(a.json)
-                fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".")
-                with os.fdopen(fd, "w") as f:
-                    json.dump([c.row() for c in claims], f, indent=2)
-                os.replace(tmp, path)
+                fd, tmp = tempfile.mkstemp(dir=path.parent)
+                try:
+                    with os.fdopen(fd, "w") as f:
+                        json.dump([c.row() for c in claims], f, indent=2)
+                    os.replace(tmp, path)
+                finally:
+                    if os.path.exists(tmp):  # the replace failed: no stray temp file left beside it
+                        os.unlink(tmp)
         elif a.cmd == "fidelity":
             from .fidelity import FidelityError, cli
 
+            pollux_only = [f for f, given in (("--params", a.params is not None), ("--step1", a.step1),
+                                              ("--gpu-type", a.gpu_type != "T4"), ("--comm", a.comm != "allreduce"))
+                           if given]
+            if pollux_only and a.kind != "pollux":  # they were ignored: the files scored with their own
+                what = f"`fidelity {a.kind}`" if a.kind else "`fidelity` alone (the shared profiles)"
+                raise UsageError(f"{', '.join(pollux_only)}: only for `fidelity pollux FILE`, not {what}")
+            if a.json:
+                _out_file("--json", a.json)
             try:
                 cli(a.kind, a.file, a.params, a.gpu_type, a.comm, a.step1, a.json)
             except FidelityError as e:
@@ -210,6 +248,8 @@ def _main(argv: list[str] | None) -> int:
         elif a.cmd == "benchmark":
             from .benchmark import cli
 
+            if a.out:
+                _out_dir("benchmark --out", a.out)
             return cli(a.suite, a.out, a.check, a.validate, a.workers, a.policies, a.resume)
         elif a.cmd == "train":
             from agents.train import train_cli
@@ -218,7 +258,9 @@ def _main(argv: list[str] | None) -> int:
                 _out_dir("train --out", a.out)
             train_cli(a.config, a.out, a.resume)
         elif a.cmd == "run":
-            policies = evaluate.resolve_policies(a.policy)
+            if a.seed < 0:  # numpy refuses a negative seed, in a traceback after the scenario loaded
+                raise UsageError(f"--seed must be 0 or more, got {a.seed}")
+            policies = evaluate.resolve_policies(a.policy, "--policy")
             scenario = _scenario(a)
             rows = {}
             for p in policies:

@@ -305,12 +305,21 @@ def read_yaml(path: Path | str) -> Any:
             return yaml.load(f, Loader=_UniqueKeyLoader)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a YAML file") from None
+    except OSError as e:  # unreadable (permissions, a device): the reason, not a traceback
+        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text ({e.reason}); save it as UTF-8") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
 
 
 def validate(cls: type[BaseModel], data: Any, path: Path | str) -> Any:
     """Validate `data` as `cls`, turning pydantic's error into one that names file and key path."""
+    if data is None:  # an empty file: pydantic's "<root>: Input should be a valid dictionary" said less
+        need = [k for k, f in cls.model_fields.items() if f.is_required()]
+        raise ConfigError(f"{path}: empty; expected a mapping with the keys {', '.join(need)}")
     try:
         return cls.model_validate(data)
     except ValidationError as e:

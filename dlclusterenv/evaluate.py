@@ -106,15 +106,15 @@ class RunResult:
     wall_s: float
 
 
-def resolve_policies(spec: str) -> list[str]:
+def resolve_policies(spec: str, flag: str = "--policies") -> list[str]:
     """`all` (every baseline) or a comma-separated list of policy specs (`schedulers` module doc).
     Each is checked here, before any run: a scheduler class is imported, a learned model's file must
-    exist; a bad one is a PolicyError naming it."""
+    exist; a bad one is a PolicyError naming it (an empty list names `flag`, the option it came in)."""
     import baselines
 
     names = baselines.names() if spec.strip() == "all" else [p.strip() for p in spec.split(",") if p.strip()]
     if not names:
-        raise PolicyError(f"--policies {spec!r} names no policy; valid: all, {', '.join(schedulers.names())}")
+        raise PolicyError(f"{flag} {spec!r} names no policy; valid: all, {', '.join(schedulers.names())}")
     for n in names:
         if schedulers.kind(n) != "learned":
             schedulers.scheduler_class(n)
@@ -270,14 +270,9 @@ def _tasks(policies: list[str], seeds: int, first_seed: int) -> list[tuple[str, 
     return [(p, s) for p in policies for s in range(first_seed, first_seed + seeds)]
 
 
-def sweep(
-    scenario, policies: list[str], seeds: int, *, workers: int = 0, backend: str = "local",
-    ray_address: str | None = None, progress: bool = True, first_seed: int = 0,
-    done: dict[tuple[str, int], RunResult] | None = None,
-    on_result: Callable[[RunResult], None] | None = None,
-) -> list[RunResult]:
-    """Every policy x seed (seeds first_seed..first_seed+seeds-1), in policy x seed order. Runs in
-    `done` are not run again; `on_result` gets each new run as it finishes."""
+def check_sweep_args(seeds: int, first_seed: int, workers: int, backend: str, ray_address: str | None) -> None:
+    """The sweep's arguments, checked before `evaluate` touches --out: a bad one must not cost
+    the runs saved there (they were deleted first, then --seeds 0 was refused)."""
     if seeds < 1:
         raise EvaluateError(f"--seeds must be at least 1, got {seeds}")
     if first_seed < 0:
@@ -286,6 +281,20 @@ def sweep(
         raise EvaluateError(f"--workers must be 0 (one per core) or more, got {workers}")
     if backend not in BACKENDS:
         raise EvaluateError(f"--backend {backend!r}: valid: {', '.join(BACKENDS)}")
+    if ray_address is not None and backend != "ray":
+        raise EvaluateError(f"--ray-address {ray_address} is for --backend ray, not {backend}: add "
+                            "--backend ray or leave --ray-address out")
+
+
+def sweep(
+    scenario, policies: list[str], seeds: int, *, workers: int = 0, backend: str = "local",
+    ray_address: str | None = None, progress: bool = True, first_seed: int = 0,
+    done: dict[tuple[str, int], RunResult] | None = None,
+    on_result: Callable[[RunResult], None] | None = None,
+) -> list[RunResult]:
+    """Every policy x seed (seeds first_seed..first_seed+seeds-1), in policy x seed order. Runs in
+    `done` are not run again; `on_result` gets each new run as it finishes."""
+    check_sweep_args(seeds, first_seed, workers, backend, ray_address)
     tasks = _tasks(policies, seeds, first_seed)
     done = {t: r for t, r in (done or {}).items() if t in tasks}
     todo = [t for t in tasks if t not in done]
@@ -634,6 +643,7 @@ def evaluate(
     """The sweep, each run saved as it finishes, then runs.csv, jobs.csv, timing.csv and the plots
     in `out`; returns the leaderboard. `resume` reuses the runs saved in `out`. See the module
     docstring for how `out` is held and filled."""
+    check_sweep_args(seeds, first_seed, workers, backend, ray_address)
     sc = build(scenario, 0)[0]  # a bad scenario fails here, once, before any worker or Ray task starts
     key = run_key(sc)
     keys = {p: key + policy_key(p) for p in policies}  # hashed before any run reads a model

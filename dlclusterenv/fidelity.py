@@ -484,8 +484,8 @@ def check_file(path: str | Path, params: float, gpu_type: str, comm: str,
     """Score one Pollux-format file with constants fitted on the declared files other than it."""
     if gpu_type not in TESTBEDS:
         raise FidelityError(f"--gpu-type: unknown {gpu_type!r}; testbeds: {sorted(TESTBEDS)}")
-    if params <= 0:
-        raise FidelityError(f"--params: must be > 0, got {params}")
+    if not 0 < params < math.inf:  # nan passed `params <= 0`, then ended in a pydantic traceback
+        raise FidelityError(f"--params: must be a finite number > 0, got {params}")
     path = Path(path)
     rows = load_pollux(path)
     ref = Path(step1) if step1 else path

@@ -50,6 +50,30 @@ def _arrival_order(job: Job) -> tuple[float, str]:
     return job.spec.arrival_s, job.job_id
 
 
+def _is_int(x: object) -> bool:
+    """A Python or numpy integer, not a bool (True is not one worker)."""
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
+def _is_number(x: object) -> bool:
+    """A Python or numpy real number, not a bool."""
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+def _check_fields(d: object) -> None:
+    """The Decision's own shape, so a user scheduler's slip (a list for `place`, a bare job id for
+    `preempt`, an int task id) is a DecisionError naming the field, not an AttributeError from
+    deep in `apply` or a string iterated letter by letter."""
+    if not isinstance(d, Decision):
+        raise DecisionError(f"expected a Decision, got {type(d).__name__}")
+    for name in ("allocate", "place", "cpu_limits", "gpu_mode"):
+        value = getattr(d, name)
+        if not isinstance(value, dict):
+            raise DecisionError(f"{name}: expected a dict, got {type(value).__name__} {value!r}"[:200])
+    if not isinstance(d.preempt, (list, tuple)):
+        raise DecisionError(f"preempt: expected a list of job ids, got {d.preempt!r}"[:200])
+
+
 class SimulationStalled(RuntimeError):
     """Simulated time stopped advancing: raised instead of looping forever at one instant."""
 
@@ -361,6 +385,8 @@ class Simulator:
         raise DecisionError(f"{where}: node must be a name or an index, got {value!r}")
 
     def _gpu_key(self, key: str) -> int:
+        if not isinstance(key, str):
+            raise DecisionError(f"gpu_mode: unknown GPU {key!r} (keys are 'node/gN' strings)")
         node, _, slot = key.rpartition("/g")
         n = self._node(node, f"gpu_mode[{key!r}]") if node else -1
         if n < 0 or not slot.isdigit() or int(slot) >= self.cluster.gpus[n]:
@@ -369,10 +395,11 @@ class Simulator:
 
     def apply(self, d: Decision) -> None:
         """Validate the whole decision, then apply it; on error nothing has changed."""
+        _check_fields(d)
         if d.empty():
             return
         if d.wake_at is not None:
-            if not isinstance(d.wake_at, (int, float)) or math.isnan(d.wake_at):
+            if not _is_number(d.wake_at) or math.isnan(d.wake_at):
                 raise DecisionError(f"wake_at: must be a time in seconds, got {d.wake_at!r}")
         c = self.cluster
         # -- validate preempt and allocate
@@ -383,10 +410,11 @@ class Simulator:
         alloc: dict[str, tuple[int, int]] = {}
         for jid, pw in d.allocate.items():
             uses_ps = self._active_job(jid, "allocate").uses_ps
-            try:
-                p, w = (int(x) for x in pw)
-            except (TypeError, ValueError):
-                raise DecisionError(f"allocate[{jid!r}]: expected (num_ps, num_workers), got {pw!r}")
+            # integers only: int() truncated (1.7, 2.9) to (1, 2), read "2" as 2, and raised a raw
+            # OverflowError on inf
+            if not (isinstance(pw, (tuple, list, np.ndarray)) and len(pw) == 2 and all(map(_is_int, pw))):
+                raise DecisionError(f"allocate[{jid!r}]: expected (num_ps, num_workers), two integers, got {pw!r}")
+            p, w = int(pw[0]), int(pw[1])
             if uses_ps and (p < 1 or w < 1):
                 raise DecisionError(f"allocate[{jid!r}]: needs at least 1 PS and 1 worker, got {pw!r}")
             if not uses_ps and (p != 0 or w < 1):
@@ -409,7 +437,7 @@ class Simulator:
         gone = {t.task_id for t in removed}
 
         def lookup(tid: str, where: str) -> tuple[Job, str]:
-            job = self.jobs.get(tid.rpartition("/")[0])
+            job = self.jobs.get(tid.rpartition("/")[0]) if isinstance(tid, str) else None
             if job is not None and job.status != DONE:
                 p, w = alloc.get(job.job_id, (job.num_ps, job.num_workers))
                 if self._exists(tid, job, p, w):
@@ -498,7 +526,7 @@ class Simulator:
         # -- limits and GPU modes
         for tid, lim in d.cpu_limits.items():
             lookup(tid, "cpu_limits")
-            if not isinstance(lim, (int, float)) or not 0 < lim <= 1:
+            if not _is_number(lim) or not 0 < lim <= 1:
                 raise DecisionError(f"cpu_limits[{tid!r}]: must be in (0, 1], got {lim!r}")
         for key, mode in d.gpu_mode.items():
             g = self._gpu_key(key)
@@ -618,7 +646,7 @@ class Simulator:
         self._rates = None
 
     def _active_job(self, jid: str, where: str) -> Job:
-        job = self.jobs.get(jid)
+        job = self.jobs.get(jid) if isinstance(jid, str) else None
         if job is None or job.status == DONE:
             raise DecisionError(f"{where}: no active job {jid!r}")
         return job

@@ -253,20 +253,19 @@ def _diagnose_philly_row(row: list[str]) -> str:
     except ValueError as exc:
         return f"timestamp: {exc}"
     numbers = {}
-    for key in ("duration", "gpu_time"):
+    # in column order, except that gpu_time, which follows from the other two, comes last: a row of
+    # -2 GPUs and -20 GPU-seconds is the GPU count's fault
+    for key in ("duration", "num_gpus", "gpu_time"):
+        text = values[key]
         try:
-            numbers[key] = float(values[key])
+            numbers[key] = int(text) if key == "num_gpus" else float(text)
         except ValueError:
-            return f"{key}: not a number: {values[key]!r}"
-        if not 0 <= numbers[key] < math.inf:
-            return f"{key}: must be finite and >= 0, got {values[key]!r}"
-    try:
-        num_gpus = int(values["num_gpus"])
-    except ValueError:
-        return f"num_gpus: not an integer: {values['num_gpus']!r}"
-    if num_gpus < 1:
-        return f"num_gpus: must be >= 1, got {num_gpus}"
-    expected = numbers["duration"] * num_gpus
+            return f"{key}: not {'an integer' if key == 'num_gpus' else 'a number'}: {text!r}"
+        if key == "num_gpus" and numbers[key] < 1:
+            return f"num_gpus: must be >= 1, got {numbers[key]}"
+        if key != "num_gpus" and not 0 <= numbers[key] < math.inf:
+            return f"{key}: must be finite and >= 0, got {text!r}"
+    expected = numbers["duration"] * numbers["num_gpus"]
     return f"gpu_time: {numbers['gpu_time']} != duration * num_gpus = {expected}"
 
 
@@ -376,7 +375,7 @@ def load_philly_csv(
     seen: set[str] = set()  # rows joined into one string: strings cost the GC nothing
     n_duplicates = n_bad = 0
     try:
-        with path.open(newline="", encoding="utf-8") as f:
+        with path.open(newline="", encoding="utf-8-sig") as f:
             reader = csv.reader(f)
             header = [cell.strip() for cell in next(reader, [])]
             if header != PHILLY_COLUMNS:
@@ -517,7 +516,7 @@ def load_philly_json(
     """
     path = Path(path)
     try:
-        with path.open(encoding="utf-8") as f:
+        with path.open(encoding="utf-8-sig") as f:
             data = json.load(f)
     except json.JSONDecodeError as exc:
         raise TraceError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
@@ -577,7 +576,7 @@ def _read_named_csv(
     seen: set[str] = set()
     n_duplicates = n_bad = 0
     try:
-        with path.open(newline="", encoding="utf-8") as f:
+        with path.open(newline="", encoding="utf-8-sig") as f:
             reader = csv.reader(f)
             header = [cell.strip() for cell in next(reader, [])]
             missing = [c for c in columns if c not in header]

@@ -315,3 +315,38 @@ def test_fit_verdicts_kept_between_resets_still_refuse(tmp_path):
     for _ in range(2):
         with pytest.raises(ConfigError, match=r"job j0 \(ResNet-50, 30 PS, 1 workers\) needs 92 CPU"):
             generate_jobs(bad, build_cluster(bad.cluster), zoo, 0, str(path), memo)
+
+
+# --------------------------------------------------------------------------- files (badin16)
+@pytest.mark.parametrize("load", [load_cluster, load_zoo, lambda p: make_sim(p), lambda p: make_sim(
+    {**yaml.safe_load((CONFIG_DIR / "scenarios" / "tiny.yaml").read_text()), "models_file": str(p)})])
+def test_a_folder_or_non_utf8_file_given_as_yaml_is_a_config_error_naming_it(load, tmp_path):
+    """A folder named x.yaml raised a raw IsADirectoryError, a Latin-1 file a UnicodeDecodeError."""
+    folder = tmp_path / "folder.yaml"
+    folder.mkdir()
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(folder))}: is a directory, not a YAML file$"):
+        load(folder)
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("name: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(latin))}: not UTF-8 text"):
+        load(latin)
+
+
+@pytest.mark.parametrize("params", [math.nan, math.inf, 0.0])
+def test_fidelity_params_must_be_a_finite_positive_number(params):
+    """--params nan passed the `params <= 0` check and ended in pydantic's traceback."""
+    from dlclusterenv.fidelity import FidelityError, check_file
+
+    with pytest.raises(FidelityError, match=r"^--params: must be a finite number > 0, got"):
+        check_file("never-read.csv", params, "T4", "allreduce")
+
+
+@pytest.mark.parametrize("load, keys", [(load_cluster, "name, source, node_types, racks"), (load_zoo, "models"),
+                                        (make_sim, "name, workload")])
+def test_an_empty_yaml_file_says_so_and_lists_the_keys_it_needs(load, keys, tmp_path):
+    """An empty (or comments-only) file was "<root>: Input should be a valid dictionary or instance
+    of Scenario (value: None)"."""
+    path = tmp_path / "x.yaml"
+    path.write_text("# nothing yet\n")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: empty; expected a mapping with the keys {keys}$"):
+        load(path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -124,6 +125,21 @@ def test_bad_suite_is_a_clear_error(tmp_path, change, field):
     with pytest.raises(ConfigError) as e:
         load_suite(_suite_file(tmp_path, **change))
     assert "suite.yaml" in str(e.value) and field in str(e.value)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"scenarios.0.test.seeds": [-1, 1000]}, "scenarios.0.test.seeds.0: Input should be greater than or equal to 0"),
+    ({"scenarios.0.test.seeds": [1000, 1000]}, "seeds: 1000 given twice"),
+    ({"scenarios.0.loads": [1, 1]}, "loads: 1.0 given twice"),
+    ({"heuristics": ["fifo", "fifo"]}, "heuristics: 'fifo' given twice"),
+    ({"oracles": ["srtf-oracle", "srtf-oracle"]}, "oracles: 'srtf-oracle' given twice"),
+    ({"constants.placers": ["spread", "spread"]}, "placers: 'spread' given twice"),
+])
+def test_a_negative_or_repeated_suite_value_is_refused(tmp_path, change, message):
+    """A negative seed passed the suite's check and failed in numpy's traceback once its run
+    started; a repeated seed, load, policy or placer was run twice and counted twice (badin16)."""
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_suite(_suite_file(tmp_path, **change))
 
 
 def test_shared_seed_message_names_the_seeds(tmp_path):

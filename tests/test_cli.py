@@ -154,3 +154,130 @@ def test_list_into_a_closed_pipe_ends_without_traceback():
     os.close(w)
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
     assert proc.returncode == 1
+
+
+# --------------------------------------------------------------------------- bad arguments (badin16)
+def _no_runs(*a, **k):
+    raise AssertionError("a run started")
+
+
+def test_run_with_a_negative_seed_exits_2_naming_it(capsys):
+    """`run --seed -1` ended in numpy's traceback ("expected non-negative integer"), exit 1."""
+    assert main(["run", "--scenario", "tiny", "--policy", "fifo", "--seed", "-1"]) == 2
+    assert "--seed must be 0 or more, got -1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seeds", ["0", "-2"])
+def test_reproduce_without_seeds_exits_2_before_any_run(seeds, monkeypatch, capsys):
+    """`reproduce d2s --seeds 0` ended in a traceback (IndexError; dltap, gandiva, flowcon alike)
+    and `drf` / `optimus` quietly ran one seed."""
+    from baselines import reproduce
+
+    monkeypatch.setattr(reproduce, "run", _no_runs)
+    assert main(["reproduce", "d2s", "--seeds", seeds]) == 2
+    assert f"--seeds must be at least 1, got {seeds}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cmd", [["reproduce", "drf", "--seeds", "1"], ["fidelity"]])
+@pytest.mark.parametrize("where, why", [("folder", "is a directory"), ("nodir/x.json", "folder"),
+                                        ("afile/x.json", "folder")])
+def test_a_json_out_that_cannot_be_written_exits_2_before_the_work(cmd, where, why, tmp_path, monkeypatch,
+                                                                   capsys):
+    """--json at a directory or in a missing folder: the experiment (or the fidelity scoring) ran in
+    full, then the write ended in a traceback (IsADirectoryError, FileNotFoundError), the results
+    lost and a temp file left in the working directory."""
+    from baselines import reproduce
+    from dlclusterenv import fidelity
+
+    monkeypatch.setattr(reproduce, "run", _no_runs)
+    monkeypatch.setattr(fidelity, "cli", _no_runs)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "afile").write_text("keep")
+    assert main([*cmd, "--json", where]) == 2
+    err = capsys.readouterr().err
+    assert f"--json {where}: {why}" in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "folder"]
+
+
+def test_reproduce_json_leaves_no_temp_file_when_the_write_fails(tmp_path, monkeypatch):
+    """The atomic write's temp file is removed when its rename fails (a folder created at the
+    path while the experiment ran)."""
+    from baselines import reproduce
+
+    def make_folder_then_claims(name, seeds):
+        (tmp_path / "out.json").mkdir()
+        return _real_run(name, seeds)
+
+    _real_run = reproduce.run
+    monkeypatch.setattr(reproduce, "run", make_folder_then_claims)
+    with pytest.raises(IsADirectoryError):
+        main(["reproduce", "drf", "--seeds", "1", "--json", str(tmp_path / "out.json")])
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+@pytest.mark.parametrize("bad", [["--seeds", "0"], ["--first-seed", "-1"], ["--workers", "-2"],
+                                 ["--ray-address", "auto"]])
+def test_bad_evaluate_arguments_keep_the_runs_saved_in_out(bad, tmp_path, capsys):
+    """A second evaluate into the same --out with a bad argument deleted the runs the first saved
+    (per_run/*.json), then refused the argument; --ray-address without --backend ray was ignored."""
+    out = tmp_path / "ev"
+    args = ["evaluate", "--scenario", "tiny", "--policies", "fifo", "--out", str(out), "--workers", "1"]
+    assert main([*args, "--seeds", "1"]) == 0
+    saved = {p.name: p.read_bytes() for p in (out / "per_run").iterdir()}
+    capsys.readouterr()
+    assert main([*args, *bad]) == 2
+    assert bad[0] in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in (out / "per_run").iterdir()} == saved
+
+
+def test_benchmark_validate_of_a_missing_path_is_a_usage_error(tmp_path, capsys):
+    """A mistyped --validate path was replayed as a log: "MISMATCH ...: not a readable decision
+    log", exit 1, as if a run's metrics had changed."""
+    missing = tmp_path / "runs.jsonl"
+    assert main(["benchmark", "--validate", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert f"--validate {missing}: no such file or folder" in err and "MISMATCH" not in err
+
+
+def test_run_with_an_empty_policy_list_names_its_own_flag(capsys):
+    """`run --policy ""` was told "--policies '' names no policy": run has no --policies."""
+    assert main(["run", "--scenario", "tiny", "--policy", " , "]) == 2
+    assert "error: --policy ' , ' names no policy; valid: all, " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, named", [(["--params", "1e6"], "--params"),
+                                         (["gavel-pairs", "x.json", "--comm", "ps"], "--comm"),
+                                         (["--gpu-type", "V100", "--step1", "s.csv"], "--step1, --gpu-type")])
+def test_fidelity_options_of_pollux_elsewhere_are_a_usage_error(args, named, monkeypatch, capsys):
+    """--params, --step1, --gpu-type and --comm describe one Pollux file; without `pollux FILE`
+    they were ignored and every file was scored with its own."""
+    from dlclusterenv import fidelity
+
+    monkeypatch.setattr(fidelity, "cli", _no_runs)
+    assert main(["fidelity", *args]) == 2
+    assert f"error: {named}: only for `fidelity pollux FILE`" in capsys.readouterr().err
+
+
+def test_benchmark_validate_with_suite_options_is_a_usage_error(tmp_path, capsys):
+    """`benchmark --validate LOG --policies X --resume` replayed LOG and ignored the rest."""
+    log = tmp_path / "a.jsonl"
+    log.write_text("{}\n")
+    assert main(["benchmark", "--validate", str(log), "--policies", "m.py:M", "--resume"]) == 2
+    assert "--policies, --resume would run a suite" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cmd", [["evaluate", "--scenario", "tiny", "--policies", "fifo"], ["train"],
+                                 ["benchmark", "tiny"]])
+def test_an_out_under_a_file_is_a_usage_error(cmd, tmp_path, monkeypatch, capsys):
+    """--out afile/sub ended in mkdir's NotADirectoryError traceback (evaluate and benchmark once
+    the scenario or suite was loaded, train once its config was)."""
+    from dlclusterenv import benchmark, evaluate
+
+    monkeypatch.setattr(evaluate, "evaluate", _no_runs)
+    monkeypatch.setattr(benchmark, "run_suite", _no_runs)
+    (tmp_path / "afile").write_text("keep")
+    out = tmp_path / "afile" / "sub"
+    assert main([*cmd, "--out", str(out)]) == 2
+    assert f"--out {out}: {tmp_path / 'afile'} is a file, not a directory" in capsys.readouterr().err
+    assert (tmp_path / "afile").read_text() == "keep"

@@ -500,6 +500,55 @@ def test_bad_decisions_raise_and_change_nothing(decision, pattern):
     np.testing.assert_array_equal(sim.used_cpu, [4.0, 0.0])
 
 
+# A user scheduler's malformed Decision (badin16): before, a float count was truncated and applied
+# ((1.7, 2.9) ran as (1, 2)), "2" and True were read as 2 and 1, inf raised a raw OverflowError,
+# a non-string id or a list for `place` an AttributeError, an unhashable job id a TypeError, a bare
+# job id for `preempt` was read letter by letter, and True passed as a CPU limit or a wake time.
+@pytest.mark.parametrize(
+    "decision, pattern",
+    [
+        (Decision(allocate={"B": (1.7, 2.9)}), r"^allocate\['B'\]: expected \(num_ps, num_workers\), two integers, got \(1\.7, 2\.9\)"),
+        (Decision(allocate={"B": (1, 2.0)}), r"^allocate\['B'\]: .*two integers"),
+        (Decision(allocate={"B": ("1", "2")}), r"^allocate\['B'\]: .*two integers"),
+        (Decision(allocate={"B": (True, 2)}), r"^allocate\['B'\]: .*two integers"),
+        (Decision(allocate={"B": (1, math.inf)}), r"^allocate\['B'\]: .*two integers, got \(1, inf\)"),
+        (Decision(allocate={"B": "12"}), r"^allocate\['B'\]: .*two integers"),
+        (Decision(place={0: "r0-n1"}), r"^place: unknown task 0$"),
+        (Decision(cpu_limits={("A", "w0"): 0.5}), r"^cpu_limits: unknown task \('A', 'w0'\)$"),
+        (Decision(cpu_limits={"A/w0": True}), r"^cpu_limits\['A/w0'\]: must be in \(0, 1\], got True$"),
+        (Decision(gpu_mode={0: "pack"}), r"^gpu_mode: unknown GPU 0"),
+        (Decision(preempt=[["A"]]), r"^preempt: no active job \['A'\]$"),
+        (Decision(preempt="A"), r"^preempt: expected a list of job ids, got 'A'$"),
+        (Decision(place=[("B/w0", "r0-n1")]), r"^place: expected a dict, got list"),
+        (Decision(allocate=None), r"^allocate: expected a dict, got NoneType"),
+        (Decision(wake_at=True), r"^wake_at: must be a time in seconds, got True$"),
+        ({"place": {"B/w0": "r0-n1"}}, r"^expected a Decision, got dict$"),
+        (None, r"^expected a Decision, got NoneType$"),
+    ],
+)
+def test_malformed_decisions_name_the_field_and_change_nothing(decision, pattern):
+    sim = _two_job_sim()
+    before = _state(sim)
+    wakes = list(sim._wakes)
+    with pytest.raises(DecisionError, match=pattern):
+        sim.apply(decision)
+    _assert_same_state(before, _state(sim))
+    assert sim._wakes == wakes
+
+
+def test_numpy_numbers_in_a_decision_are_their_values():
+    """np.int64 counts and np.float32 limits / wake times act as the Python numbers (np.float32
+    was refused as a CPU limit: "must be in (0, 1], got np.float32(0.5)")."""
+    states = []
+    for i, f in ((int, float), (np.int64, np.float32)):
+        sim = _two_job_sim()
+        sim.apply(Decision(allocate={"B": (i(1), i(2))}, place={"B/ps0": i(1), "B/w0": "r0-n1"},
+                           cpu_limits={"A/w0": f(0.25)}, wake_at=f(500.0)))
+        states.append((_state(sim), sim._wakes))
+    _assert_same_state(states[0][0], states[1][0])
+    assert states[0][1] == states[1][1] == [500.0]
+
+
 def _full_node_sim():
     """A (1 PS + 1 worker, 4 cores) fills node r0-n0 of 4-core nodes; B (1 PS, 3 workers) waits."""
     cluster = make_cluster(nodes_per_rack=3, cpus=4, memory_gb=64)

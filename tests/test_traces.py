@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -499,3 +500,30 @@ def test_shared_trace_paths_follow_dlcluster_shared(tmp_path, monkeypatch):
     monkeypatch.setenv("DLCLUSTER_SHARED", str(tmp_path / "nowhere"))
     with pytest.raises(Exception, match="nowhere"):
         make_sim(sc, 0)
+
+
+# ----------------------------------------------------------------------------- badin16
+def test_a_negative_gpu_count_is_blamed_on_num_gpus(tmp_path):
+    """A row of -2 GPUs with a consistent -20 GPU-seconds was reported as "gpu_time: must be finite
+    and >= 0": the derived column, checked before the GPU count."""
+    path = _csv(tmp_path, "2017-10-01 00:00:00,10.0,1,10.0,vcA", "2017-10-01 00:00:05,10.0,-2,-20.0,vcA")
+    with pytest.raises(TraceError, match=rf"^{re.escape(str(path))}:3: num_gpus: must be >= 1, got -2$"):
+        load_philly_csv(path)
+
+
+def test_a_byte_order_mark_is_not_part_of_the_header(tmp_path):
+    """A trace saved by a spreadsheet starts with a UTF-8 byte-order mark: the Philly and Alibaba
+    CSVs were refused with a header that looked right ("got timestamp,...", the mark invisible)
+    and the JSON job log as "not valid JSON"; each now reads as the file without the mark."""
+    bom = "\ufeff"
+    csv_path = _csv(tmp_path, "2017-10-01 00:00:00,10.0,1,10.0,vcA")
+    plain = load_philly_csv(csv_path)
+    csv_path.write_text(bom + csv_path.read_text())
+    assert load_philly_csv(csv_path).jobs == plain.jobs
+    pods = tmp_path / "openb_pod_list_x.csv"
+    pods.write_text(bom + POD_HEADER + GOOD_POD + "\n")
+    assert [j.job_id for j in load_alibaba_pods(pods)] == ["p0"]
+    log = _json(tmp_path, [_job()])
+    plain_log = load_philly_json(log)
+    log.write_text(bom + log.read_text())
+    assert load_philly_json(log).jobs == plain_log.jobs

@@ -142,9 +142,18 @@ def test_bc_imitates_dltap_above_chance():
         ({"algo": "ppo"}, "maskable"),
         ({"eval": {"seeds": [1], "baselines": []}}, "eval.seeds"),
         ({"eval": {"baselines": ["fifo", "nope"]}}, "eval.baselines"),
+        ({"eval": {"seeds": [-1]}}, "eval.seeds.0"),  # was a traceback at the first evaluation, mid-training
         ({"policy_kwargs": {"features_extractor_class": "agents.nope.X"}}, "policy_kwargs"),
         ({"device": "tpu"}, "device"),
         ({"torch_threads": 0}, "torch_threads"),
+        # SB3 takes these unchecked and fails inside learn() (badin16)
+        ({"hyperparameters": {"n_steps": 0}}, "hyperparameters.n_steps: Input should be greater than or equal to 1"),
+        ({"hyperparameters": {"n_epochs": 0}}, "hyperparameters.n_epochs"),
+        ({"hyperparameters": {"batch_size": -1}}, "hyperparameters.batch_size"),
+        ({"hyperparameters": {"gamma": 2}}, "hyperparameters.gamma: Input should be less than or equal to 1"),
+        ({"hyperparameters": {"ent_coef": float("nan")}}, "hyperparameters.ent_coef"),
+        ({"hyperparameters": {"learning_rate": "3e-4"}}, "hyperparameters.learning_rate: Input should be a valid number"),
+        ({"hyperparameters": {"batch_size": 1}}, "batch_size: 1 normalises"),
     ],
 )
 def test_bad_config_names_file_and_key(tmp_path, patch, key):
@@ -206,3 +215,17 @@ def test_torch_threads_hold_while_training_and_are_restored(tmp_path, monkeypatc
         tr.train(load_config(_write(tmp_path / "c.yaml", {**cfg, "torch_threads": threads})), tmp_path / "o")
         assert th.get_num_threads() == before
     assert seen == [3, before]
+
+
+def test_a_config_sb3_refuses_leaves_out_free_for_the_corrected_one(tmp_path, capsys):
+    """config.yaml was saved before SB3 built the model: a refused config left --out holding "a
+    run", so the corrected config was turned away ("--out already holds a run; resume it") and
+    --resume would have trained with the refused one."""
+    out = tmp_path / "run"
+    refused = _write(tmp_path / "bad.yaml", {**BASE, "hyperparameters": {"rollout_buffer_kwargs": {"nope": 1}}})
+    assert main(["train", "--config", str(refused), "--out", str(out)]) == 2
+    assert "maskable_ppo rejects them" in capsys.readouterr().err
+    assert not (out / "config.yaml").exists()
+    good = _write(tmp_path / "good.yaml", {**BASE, "total_timesteps": 64, "checkpoint_every": 64, "eval_every": 0})
+    assert main(["train", "--config", str(good), "--out", str(out)]) == 0
+    assert load_config(out / "config.yaml") == load_config(good)
