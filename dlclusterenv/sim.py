@@ -368,7 +368,7 @@ class Simulator:
         c = self.cluster
         node = self._node(target[0], f"place[{tid!r}]")
         slot = target[1]
-        if isinstance(slot, bool) or not isinstance(slot, (int, np.integer)) or not 0 <= slot < c.gpus[node]:
+        if not _is_int(slot) or not 0 <= slot < c.gpus[node]:
             raise DecisionError(f"place[{tid!r}]: node {c.node_names[node]} has no GPU {slot!r}")
         return node, int(c.gpu_base[node] + slot)
 

@@ -335,13 +335,16 @@ class PlanStack:
 
     def _slots(self, plans: list[JobPlan]) -> list[list[int]]:
         """Each plan's index column, its arrays copied into the pools where they are not yet."""
-        new = [p for p in plans if p.slot is None or p.slot[0] is not self.mark]
+        def unpooled() -> list[JobPlan]:
+            return [p for p in plans if p.slot is None or p.slot[0] is not self.mark]
+
+        new = unpooled()
         if new:
             need = self._sizes(new)
             if any(u + k > len(a) for u, k, a in zip(self.used, need, (
                     self.pool["task_node"], self.pool["w_gpu"], self.pool["links"], self.pool_consts))):
                 self._remake(self._sizes(plans))  # (room for all of them: some may lose rows)
-                new = [p for p in plans if p.slot is None or p.slot[0] is not self.mark]
+                new = unpooled()
             pool, used = self.pool, self.used
             for p in new:
                 col = []
