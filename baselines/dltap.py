@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dlclusterenv.checks import check_real
 from dlclusterenv.cluster import Cluster
 from dlclusterenv.placers import Capacity
 
@@ -44,9 +45,8 @@ class DLTAP(K8sDefault):
     name = "dltap"
 
     def __init__(self, weight_of_dltap: float = MAX_PRIORITY):
-        if weight_of_dltap < 0:
-            raise ValueError(f"weight_of_dltap must be >= 0, got {weight_of_dltap}")
-        self.weight_of_dltap = float(weight_of_dltap)
+        """`weight_of_dltap`: finite (inf x a score of 0 is NaN on every node without workers)."""
+        self.weight_of_dltap = float(check_real(weight_of_dltap, "weight_of_dltap", type(self).__name__, ge=0))
 
     def place_ps(self, cluster: Cluster, cap: Capacity, job, worker_nodes: list[int]) -> int:
         return pick(dltap_ps_scores(cluster, cap, job, worker_nodes, self.weight_of_dltap), self.rng)

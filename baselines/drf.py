@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dlclusterenv.api import ClusterView, Decision, JobView, Scheduler
+from dlclusterenv.checks import check_bool, check_int
 from dlclusterenv.config import Demand
 from dlclusterenv.placers import Capacity, get_placer
 
@@ -108,8 +109,8 @@ class DRF(Scheduler):
     ):
         if per not in ("job", "user"):
             raise ValueError(f"per must be 'job' or 'user', got {per!r}")
-        if max_tasks < 2:
-            raise ValueError(f"max_tasks must be >= 2 (a PS and a worker), got {max_tasks}")
+        check_bool(weighted, "weighted", type(self).__name__)
+        check_int(max_tasks, "max_tasks", type(self).__name__, ge=2, note="a PS and a worker")
         self.weighted = weighted
         self.per = per
         self.placer = get_placer(placer)

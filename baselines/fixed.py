@@ -11,6 +11,7 @@ reference row); an all-reduce job has no PS, so it gets (0, w); a job is never r
 from __future__ import annotations
 
 from dlclusterenv.api import Decision, Scheduler
+from dlclusterenv.checks import check_int
 from dlclusterenv.placers import Capacity, add_placement, get_placer, place_job
 
 PREFIX = "fixed-"
@@ -20,8 +21,8 @@ class FixedShape(Scheduler):
     """Start each pending job at (p, w) (all-reduce: (0, w)) where `placer` puts its tasks."""
 
     def __init__(self, p: int, w: int, placer: str = "consolidate"):
-        if p < 1 or w < 1:
-            raise ValueError(f"fixed shape needs p >= 1 and w >= 1, got ({p}, {w})")
+        check_int(p, "p", type(self).__name__, ge=1)
+        check_int(w, "w", type(self).__name__, ge=1)
         self.p, self.w, self.placer = p, w, get_placer(placer)
         self.name = f"{PREFIX}{p}x{w}-{placer}"
 

@@ -52,6 +52,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dlclusterenv.api import ClusterView, Decision, JobView
+from dlclusterenv.checks import check_real
 
 from .na import NA
 
@@ -145,9 +146,9 @@ class FlowCon(NA):
     name = "flowcon"
 
     def __init__(self, alpha: float = 0.05, itval: float = 20.0, beta: float = 2.0, placer: str = "spread"):
+        for field_, v in (("alpha", alpha), ("itval", itval), ("beta", beta)):
+            check_real(v, field_, type(self).__name__, gt=0)
         super().__init__(placer)
-        if not (alpha > 0 and itval > 0 and beta > 0):
-            raise ValueError(f"FlowCon needs alpha, itval, beta > 0, got {alpha}, {itval}, {beta}")
         self.alpha, self.itval0, self.beta = alpha, itval, beta
 
     def reset(self, seed: int | None = None) -> None:

@@ -89,6 +89,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dlclusterenv.api import ClusterView, Decision, JobView, Scheduler
+from dlclusterenv.checks import check_bool, check_int, check_real
 from dlclusterenv.config import Demand
 from dlclusterenv.placers import Capacity, place_job, spread
 
@@ -181,16 +182,15 @@ class Gandiva(Scheduler):
         oversubscription: bool = True,
     ):
         """`oversubscription=False` drops Algorithm 1's lines 11-12 (a job that finds no free GPUs
-        queues instead of time-slicing): an ablation, not the paper's Gandiva."""
+        queues instead of time-slicing): an ablation, not the paper's Gandiva. `pack_util_max`
+        may be inf, its default: no bound on the summed utilisation of a packed GPU."""
+        owner = type(self).__name__
         flags = {"packing": packing, "migration": migration, "grow_shrink": grow_shrink,
                  "oversubscription": oversubscription}
         for key, v in flags.items():
-            if not isinstance(v, bool):  # "no" would switch the mechanism on
-                raise ValueError(f"{key} must be a bool, got {v!r}")
-        if isinstance(pack_util_max, bool) or not isinstance(pack_util_max, (int, float)) or not pack_util_max > 0:
-            raise ValueError(f"pack_util_max must be a number > 0 (inf: no bound), got {pack_util_max!r}")
-        if isinstance(grow_max_factor, bool) or not isinstance(grow_max_factor, int) or grow_max_factor < 1:
-            raise ValueError(f"grow_max_factor must be an int >= 1, got {grow_max_factor!r}")
+            check_bool(v, key, owner)  # "no" would switch the mechanism on
+        check_real(pack_util_max, "pack_util_max", owner, gt=0, inf=True, note="inf: no bound")
+        check_int(grow_max_factor, "grow_max_factor", owner, ge=1)
         self.packing, self.migration, self.grow_shrink = packing, migration, grow_shrink
         self.oversubscription = oversubscription
         self.pack_util_max = pack_util_max

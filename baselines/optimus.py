@@ -130,6 +130,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar, nnls
 
 from dlclusterenv.api import ClusterView, Decision, JobView, Scheduler
+from dlclusterenv.checks import check_int, check_real
 from dlclusterenv.cluster import Cluster
 from dlclusterenv.config import Demand
 from dlclusterenv.placers import Capacity
@@ -992,20 +993,14 @@ class Optimus(Scheduler):
         early_epochs: int = 5,
         loss_fit_max_points: int | None = None,
     ):
-        if interval_s <= 0:
-            raise ValueError(f"interval_s must be > 0, got {interval_s}")
-        if not 0 < early_factor <= 1:
-            raise ValueError(f"early_factor must be in (0, 1], got {early_factor}")
-        if isinstance(early_epochs, bool) or not isinstance(early_epochs, int) or early_epochs < 0:
-            raise ValueError(f"early_epochs must be an int >= 0, got {early_epochs!r}")
-        if loss_fit_max_points is not None and (
-            isinstance(loss_fit_max_points, bool) or not isinstance(loss_fit_max_points, int)
-            or loss_fit_max_points < MIN_LOSS_POINTS
-        ):
-            raise ValueError(
-                f"loss_fit_max_points must be None or an int >= {MIN_LOSS_POINTS}, got "
-                f"{loss_fit_max_points!r}"
-            )
+        """`interval_s` finite: an infinite period would never replan the running jobs."""
+        owner = type(self).__name__
+        check_real(interval_s, "interval_s", owner, gt=0)
+        check_real(early_factor, "early_factor", owner, gt=0, le=1)
+        check_int(early_epochs, "early_epochs", owner, ge=0)
+        if loss_fit_max_points is not None:
+            check_int(loss_fit_max_points, "loss_fit_max_points", owner, ge=MIN_LOSS_POINTS,
+                      note="or None: every point")
         self.interval_s = interval_s
         self.early_factor = early_factor
         self.early_epochs = early_epochs

@@ -66,6 +66,7 @@ from scipy.optimize import least_squares
 
 from dlclusterenv._kernels import _jit
 from dlclusterenv.api import ClusterView, Decision, JobView, Scheduler
+from dlclusterenv.checks import check_int, check_real
 from dlclusterenv.placers import Capacity
 
 from .optimus import _assign, _task_nodes, resource_vec
@@ -280,16 +281,17 @@ class Pollux(Scheduler):
     def __init__(self, interval_s: float = 60.0, p: float = -1.0, restart_delay_s: float = 30.0,
                  population: int = 50, generations: int = 30, max_growth: float = 2.0,
                  max_workers: int = 64):
-        for field, v in (("interval_s", interval_s), ("max_growth", max_growth)):
-            if not v > 0:
-                raise ValueError(f"{field} must be > 0, got {v}")
-        if restart_delay_s < 0:
-            raise ValueError(f"restart_delay_s must be >= 0, got {restart_delay_s}")
-        for field, v in (("population", population), ("max_workers", max_workers)):
-            if int(v) != v or v < 1:
-                raise ValueError(f"{field} must be an integer >= 1, got {v}")
-        if int(generations) != generations or generations < 0:
-            raise ValueError(f"generations must be an integer >= 0, got {generations}")
+        """`p`: the power mean's exponent (Eq. 14), any finite real: negative (the default -1)
+        favours the slowest jobs, 0 is the geometric mean, 1 the arithmetic. `max_growth` is
+        finite (its floor must be an int); max_workers caps a job anyway."""
+        owner = type(self).__name__
+        check_real(interval_s, "interval_s", owner, gt=0)
+        check_real(p, "p", owner)
+        check_real(restart_delay_s, "restart_delay_s", owner, ge=0)
+        check_int(population, "population", owner, ge=1)
+        check_int(generations, "generations", owner, ge=0)
+        check_real(max_growth, "max_growth", owner, gt=0)
+        check_int(max_workers, "max_workers", owner, ge=1)
         self.interval_s, self.p, self.restart_delay_s = interval_s, p, restart_delay_s
         self.population, self.generations = int(population), int(generations)
         self.max_growth, self.max_workers = max_growth, int(max_workers)

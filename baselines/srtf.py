@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 
 from dlclusterenv.api import ClusterView, Decision, JobView, Scheduler
+from dlclusterenv.checks import check_bool
 from dlclusterenv.placers import Capacity, get_placer, place_job
 
 from .tiresias import priority_admit
@@ -36,8 +37,8 @@ class SRTFOracle(Scheduler):
     oracle = True
 
     def __init__(self, placer: str = "pack", preemptive: bool = True):
+        self.preemptive = check_bool(preemptive, "preemptive", type(self).__name__)
         self.placer = get_placer(placer)
-        self.preemptive = preemptive
         self._speed: dict[tuple, float] = {}
 
     def reset(self, seed: int | None = None) -> None:

@@ -48,6 +48,7 @@ import math
 import numpy as np
 
 from dlclusterenv.api import ClusterView, Decision, JobView, Scheduler
+from dlclusterenv.checks import check_real
 from dlclusterenv.config import Demand
 from dlclusterenv.placers import Capacity
 
@@ -59,10 +60,8 @@ class Tetris(Scheduler):
     name = "tetris"
 
     def __init__(self, fairness: float = 0.0, m: float = 1.0):
-        if not 0.0 <= fairness < 1.0:
-            raise ValueError(f"fairness knob f must be in [0, 1), got {fairness}")
-        if m < 0:
-            raise ValueError(f"multiplier m must be >= 0, got {m}")
+        check_real(fairness, "fairness", type(self).__name__, ge=0.0, lt=1.0, note="the knob f")
+        check_real(m, "m", type(self).__name__, ge=0, note="the multiplier of the work term")
         self.fairness = fairness
         self.m = m
         self.reset()

@@ -178,6 +178,7 @@ import numpy as np
 
 from dlclusterenv._kernels import _jit, pairwise_sum
 from dlclusterenv.api import ClusterView, Decision, JobView, Scheduler
+from dlclusterenv.checks import check_int, check_real
 from dlclusterenv.placers import (
     Capacity, WorkerOrder, add_placement, get_placer, integral, place_job,
 )
@@ -424,12 +425,20 @@ class Tiresias(Scheduler):
         skew_bytes: float | None = 200e6,
         min_history: int = 1,
     ):
-        if list(thresholds) != sorted(thresholds) or any(t <= 0 for t in thresholds):
-            raise ValueError(f"thresholds must be positive and increasing, got {thresholds}")
-        if starve_limit < 0:
-            raise ValueError(f"starve_limit must be >= 0 (0 = off), got {starve_limit}")
-        if isinstance(min_history, bool) or not isinstance(min_history, int) or min_history < 1:
-            raise ValueError(f"min_history must be an int >= 1, got {min_history!r}")
+        """Finite values only: an infinite threshold is a queue no job reaches, an infinite
+        `starve_limit` one that never promotes (0 turns it off), an infinite `skew_bytes` no
+        sensitive job (None says so)."""
+        owner = type(self).__name__
+        if isinstance(thresholds, (str, bytes)) or not hasattr(thresholds, "__iter__"):
+            raise ValueError(f"{owner}: thresholds must be a list of GPU-seconds, got {thresholds!r}")
+        for i, t in enumerate(thresholds):
+            check_real(t, f"thresholds[{i}]", owner, gt=0)
+        if list(thresholds) != sorted(thresholds):
+            raise ValueError(f"{owner}: thresholds must be positive and increasing, got {thresholds!r}")
+        check_real(starve_limit, "starve_limit", owner, ge=0, note="0: off")
+        if skew_bytes is not None:
+            check_real(skew_bytes, "skew_bytes", owner, ge=0, note="None: no job is held to consolidation")
+        check_int(min_history, "min_history", owner, ge=1)
         self.thresholds = tuple(float(t) for t in thresholds)
         self.starve_limit = starve_limit
         self.placer = get_placer(placer)
