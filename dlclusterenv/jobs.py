@@ -8,13 +8,13 @@ actually ran (issue #2, "observation honesty").
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 
 from . import _kernels
+from .checks import is_real
 from .config import ModelSpec
 from .efficiency import PhiTable
 
@@ -49,8 +49,7 @@ class JobSpec:
 
     def __post_init__(self) -> None:
         spe = self.steps_per_epoch
-        if spe is not None and (isinstance(spe, bool) or not isinstance(spe, numbers.Real)
-                                or not (math.isfinite(spe) and spe > 0)):
+        if spe is not None and not (is_real(spe) and spe > 0):
             raise ValueError(f"job {self.job_id}: steps_per_epoch: {spe!r}: must be a finite number "
                              "of local batches > 0 (or None: the model's)")
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
+from .checks import is_int, is_real
 from .config import shared_dir
 
 GAVEL_GPU_TYPES = ("k80", "p100", "v100")
@@ -61,13 +62,13 @@ def _parse_job_key(key: str, where: str) -> tuple[str, int]:
         job, sf = ast.literal_eval(key)
     except (ValueError, SyntaxError, TypeError) as exc:
         raise ValueError(f"{where}: key {key!r} is not a '(job_type, scale_factor)' tuple") from exc
-    if not isinstance(job, str) or not isinstance(sf, int) or isinstance(sf, bool):
+    if not isinstance(job, str) or not is_int(sf):
         raise ValueError(f"{where}: key {key!r} is not a '(job_type, scale_factor)' tuple")
     return job, sf
 
 
 def _number(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not is_real(value):
         raise ValueError(f"{where}: expected a finite number, got {value!r}")
     if value < 0:
         raise ValueError(f"{where}: throughput must be >= 0, got {value!r}")

@@ -36,6 +36,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from .checks import is_int, is_real
 from .config import (
     CONFIG_DIR,
     ClusterConfig,
@@ -286,7 +287,7 @@ def _window_bound(
             return parse_time(value)
         except ValueError as exc:
             raise ValueError(f"{name}: {exc}") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not is_real(value):
         raise ValueError(f"{name}: expected a date string or seconds from the trace start, "
                          f"got {value!r}")
     return origin + float(value)
@@ -314,10 +315,9 @@ def _select(
     Numeric ``start``/``end`` count from the first submit in the whole file, so a window means the
     same wall-clock span whatever VC is selected.
     """
-    if not (isinstance(time_scale, (int, float)) and math.isfinite(time_scale) and time_scale > 0):
+    if not (is_real(time_scale) and time_scale > 0):  # True was taken as a scale of 1
         raise ValueError(f"time_scale: must be a finite number > 0, got {time_scale!r}")
-    if first_n is not None and (isinstance(first_n, bool) or not isinstance(first_n, int)
-                                or first_n < 0):
+    if first_n is not None and not (is_int(first_n) and first_n >= 0):
         raise ValueError(f"first_n: must be an integer >= 0, got {first_n!r}")
     if vc is not None and not any(r.vc == vc for r in rows):
         known = ", ".join(sorted({r.vc for r in rows}))

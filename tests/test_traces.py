@@ -9,6 +9,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dlclusterenv import ConfigError, build_cluster
@@ -168,9 +169,11 @@ def test_time_scale_and_first_n(tmp_path):
     with pytest.raises(ValueError, match="vc: 'vcC' not in .*vcA, vcB"):
         load_philly_csv(path, vc="vcC")
     for bad in [dict(time_scale=0), dict(time_scale=float("inf")), dict(first_n=-1),
-                dict(start="yesterday")]:
+                dict(start="yesterday"), dict(time_scale=True), dict(first_n=True)]:
         with pytest.raises(ValueError, match=next(iter(bad))):
             load_philly_csv(path, **bad)
+    # numpy numbers (a sweep's) are numbers: np.int64(2) was refused as "not an integer, got 2"
+    assert [j.line for j in load_philly_csv(path, first_n=np.int64(2))] == [2, 3]
 
 
 # ----------------------------------------------------------------------------- Philly job log JSON

@@ -25,6 +25,7 @@ from gymnasium import spaces
 from pydantic import Field, field_validator
 
 from ..api import Decision
+from ..checks import is_int
 from ..config import ConfigError
 from ..placers import PLACERS, Capacity, get_placer
 from ..workload import never_fits
@@ -507,7 +508,7 @@ def _check_shapes(shapes, max_tasks: int) -> list[tuple[int, int]] | None:
     out: list[tuple[int, int]] = []
     for i, s in enumerate(shapes):
         ok = (not isinstance(s, (str, bytes)) and hasattr(s, "__len__") and len(s) == 2
-              and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in s))
+              and all(is_int(x) and x >= 1 for x in s))
         if not ok or s[0] + s[1] > max_tasks:
             raise ValueError(f"shapes[{i}]: {s!r} is not a [p, w] pair of ints >= 1 with "
                              f"p + w <= {max_tasks}")

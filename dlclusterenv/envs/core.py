@@ -30,6 +30,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from .. import efficiency
 from ..api import Decision
+from ..checks import is_real
 from ..config import ConfigError, read_yaml, validate
 from ..jobs import Job
 from ..sim import EPS, Simulator
@@ -94,7 +95,7 @@ class EnvOptions(Options):
             if k not in REWARDS:
                 raise ValueError(f"unknown {k!r}; choose from {REWARDS}")
             w = _plain(w)
-            if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w):
+            if not is_real(w):
                 raise ValueError(f"{k}: weight {w!r} is not a finite number")
         if not any(_plain(w) != 0 for w in weights.values()):
             raise ValueError("needs at least one term with a non-zero weight")

@@ -18,6 +18,7 @@ from gymnasium import spaces
 from pydantic import field_validator
 
 from ..api import Decision
+from ..checks import is_real
 from .core import Bool, ClusterEnv, Options
 
 GROWTHS = (1.0, 2.0, 4.0, 8.0, 64.0)  # 2: Pollux's own; 64: only max_workers (64) caps
@@ -37,7 +38,7 @@ class GrowOptions(Options):
         out: list[float] = []
         for i, g in enumerate(v):
             g = g.item() if isinstance(g, np.generic) else g
-            if isinstance(g, bool) or not isinstance(g, (int, float)) or not (math.isfinite(g) and g > 0):
+            if not (is_real(g) and g > 0):
                 raise ValueError(f"[{i}]: {g!r} is not a finite number > 0")
             if float(g) in out:
                 raise ValueError(f"[{i}]: {g!r} appears twice")

@@ -25,6 +25,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, create_empty_array
 
+from ..checks import is_int
 from ..config import ConfigError
 from .allocation import AllocationEnv, JointEnv
 from .core import ClusterEnv
@@ -41,7 +42,7 @@ class ClusterVectorEnv(VectorEnv):
 
     def __init__(self, num_envs: int = 1, autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
                  **kwargs: Any):
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        if not (is_int(num_envs) and num_envs >= 1):
             raise ConfigError(f"num_envs: expected an integer >= 1, got {num_envs!r}")
         try:
             mode = AutoresetMode(autoreset_mode)
