@@ -56,7 +56,7 @@ def make_placer(name: str):
     reset() (see `Heartbeat`)."""
     if name == "heartbeat":
         return None  # built in reset(), once the episode's rng exists
-    return get_placer(name)
+    return get_placer(name, also=("heartbeat",))
 
 
 class FIFO(Scheduler):

@@ -143,11 +143,13 @@ def consolidate(cluster: Cluster, cap: Capacity, d: Demand, job_nodes: list[int]
 PLACERS = {"spread": spread, "pack": pack, "consolidate": consolidate}
 
 
-def get_placer(name: str):
+def get_placer(name: str, *, also: tuple[str, ...] = ()):
+    """The named placer; a KeyError listing the known names (and the caller's own `also`) for any
+    other value, a list included (it was a raw TypeError: unhashable)."""
     try:
         return PLACERS[name]
-    except KeyError:
-        raise KeyError(f"unknown placer {name!r}; known: {sorted(PLACERS)}") from None
+    except (KeyError, TypeError):
+        raise KeyError(f"unknown placer {name!r}; known: {sorted(PLACERS) + list(also)}") from None
 
 
 def _fill_workers(cluster: Cluster, cap: Capacity, placer, d: Demand, w: int,

@@ -227,3 +227,15 @@ def test_range_words_in_the_message():
     with pytest.raises(ValueError, match=r"^X: v must be a number < 0, got inf$"):
         check_real(math.inf, "v", "X", lt=0, inf=True)
     assert check_real(-math.inf, "v", "X", lt=0, inf=True) == -math.inf
+
+
+@pytest.mark.parametrize("name", sorted(n for n, c in CLASSES.items() if "placer" in _signature(c)))
+@pytest.mark.parametrize("bad", ["nowhere", ["pack"]])
+def test_bad_placer_is_a_key_error_listing_the_known(name, bad):
+    """A list was a raw TypeError (unhashable); FIFO / FAIR's message left out their own
+    "heartbeat"."""
+    with pytest.raises(KeyError) as e:
+        _build(name, placer=bad)
+    msg = str(e.value)
+    assert f"unknown placer {bad!r}" in msg and "'spread'" in msg, msg
+    assert ("'heartbeat'" in msg) == (_signature(CLASSES[name])["placer"].default == "heartbeat"), msg
