@@ -434,7 +434,7 @@ class Tiresias(Scheduler):
         for i, t in enumerate(thresholds):
             check_real(t, f"thresholds[{i}]", owner, gt=0)
         if list(thresholds) != sorted(thresholds):
-            raise ValueError(f"{owner}: thresholds must be positive and increasing, got {thresholds!r}")
+            raise ValueError(f"{owner}: thresholds must be in increasing order, got {thresholds!r}")
         check_real(starve_limit, "starve_limit", owner, ge=0, note="0: off")
         if skew_bytes is not None:
             check_real(skew_bytes, "skew_bytes", owner, ge=0, note="None: no job is held to consolidation")

@@ -3,9 +3,10 @@
 Why not a cast: a wrong type or a NaN must be refused where it is given, naming the argument,
 not crash at the first decision or quietly change one; and the value is returned unchanged
 (never an int made a float or back), so a valid argument decides bit for bit as before. Why not
-pydantic: its numbers are Python ints and floats only (numpy scalars, which a sweep often passes,
-would be refused or converted). `numbers.Integral` / `numbers.Real` take numpy scalars; bool is an
-Integral but always refused, since `True` given for a number is a slip, not a 1.
+pydantic (2.x): a float field converts (an int 1 to 1.0 even in strict mode, a str "1" in lax
+mode) and a strict int field refuses numpy integers, which a sweep often passes.
+`numbers.Integral` / `numbers.Real` take numpy scalars; bool is an Integral but always refused,
+since `True` given for a number is a slip, not a 1.
 """
 
 from __future__ import annotations

@@ -182,7 +182,7 @@ def test_tiresias_switches_keep_their_off_values():
     ((3250.0, "7200"), r"thresholds\[1\]"), ((math.nan,), r"thresholds\[0\]"),
     ((3250.0, math.inf), r"thresholds\[1\]"), ((True, 5.0), r"thresholds\[0\]"),
     ((0.0, 5.0), r"thresholds\[0\]"), ("0123", "thresholds must be a list"),
-    (3250.0, "thresholds must be a list"), ((7200.0, 3250.0), "thresholds must be positive and increasing"),
+    (3250.0, "thresholds must be a list"), ((7200.0, 3250.0), "thresholds must be in increasing order"),
 ])
 def test_tiresias_thresholds_checked_one_by_one(bad, field):
     """NaN, inf and True were accepted (True as a threshold of 1 GPU-second); a str element, a
