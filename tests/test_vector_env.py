@@ -107,7 +107,10 @@ def test_every_id_has_a_vector_entry_point():
 
 
 @pytest.mark.parametrize(("kw", "field"), [({"num_envs": 0}, "num_envs"),
-                                          ({"autoreset_mode": "sometimes"}, "autoreset_mode")])
+                                          ({"autoreset_mode": "sometimes"}, "autoreset_mode"),
+                                          ({"workers": 0}, "workers"), ({"workers": 3}, "workers"),
+                                          ({"workers": "2"}, "workers"), ({"workers": True}, "workers"),
+                                          ({"workers": 2, "context": "threads"}, "context")])
 def test_bad_options_name_the_field(kw, field):
     n = kw.pop("num_envs", 2)
     with pytest.raises(ConfigError, match=field):
@@ -221,3 +224,118 @@ def test_batched_infos_equal_gymnasium_add_info(mode):
     for i, info in enumerate(mixed):
         ref = vec.unwrapped._add_info(ref, info, i)
     _assert_infos_equal(vec.unwrapped._merge_infos(mixed), ref, "mixed")
+
+
+def _trace(vec, steps, seed=3):
+    """Everything a batched env hands out over `steps` random masked steps: observations, masks,
+    rewards, terminated, truncated and merged infos, per step."""
+    out = [vec.reset(seed=seed)]
+    rng = np.random.default_rng(seed)
+    for _ in range(steps):
+        masks = vec.action_masks()
+        actions = np.array([rng.choice(np.flatnonzero(m)) for m in masks])
+        out.append((masks, *vec.step(actions)))
+    return out
+
+
+def _assert_same(a, b, where=""):
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for k in a:
+            _assert_same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, (tuple, list)) or (isinstance(a, np.ndarray) and a.dtype == object):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _assert_same(x, y, f"{where}[{i}]")
+    elif isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), where
+    else:
+        assert type(a) is type(b) and (a == b or a != a and b != b), where
+
+
+@pytest.mark.parametrize(("mode", "context"), [("NextStep", "spawn"), ("SameStep", "fork")])
+def test_workers_give_the_one_process_batch_bit_for_bit(mode, context):
+    """workers=2 steps sub-envs 0-1 and 2-4 in two processes over shared memory: every
+    observation, mask, reward, flag and info (episode ends included) equals workers=1's; the
+    processes are gone after close()."""
+    n, steps = 5, 90
+    one = batched("DLClusterPlace-v0", n, autoreset_mode=mode)
+    two = batched("DLClusterPlace-v0", n, autoreset_mode=mode, workers=2, context=context)
+    try:
+        assert two.unwrapped._workers.bounds == [(0, 3), (3, 2)]
+        a, b = _trace(one, steps), _trace(two, steps)
+        assert sum(int((s[3] | s[4]).sum()) for s in a[1:]) > 0  # episodes ended on the way
+        _assert_same(a, b)
+        _assert_same(one.unwrapped.call_at([4, 0], "decision_index"), two.unwrapped.call_at([4, 0], "decision_index"))
+        two.unwrapped.set_attr_at([3], "invalid_penalty", [-7.0])
+        assert two.unwrapped.get_attr("invalid_penalty")[3] == -7.0
+        assert len(set(two.unwrapped.get_attr("invalid_penalty"))) == 2
+        procs = list(two.unwrapped._workers.procs)
+    finally:
+        one.close()
+        two.close()
+    assert not any(p.is_alive() for p in procs)
+
+
+def test_a_worker_error_is_raised_with_its_type_and_worker_and_the_env_goes_on():
+    vec = batched("DLClusterPlace-v0", 3, workers=2, context="fork")
+    try:
+        vec.reset(seed=0)
+        with pytest.raises(AttributeError, match="no_such_attribute") as err:
+            vec.unwrapped.call_at([2], "no_such_attribute")
+        assert "in vector worker 1 (sub-envs 2..2)" in "\n".join(err.value.__notes__)
+        with pytest.raises(IndexError, match="sub-env index 3"):
+            vec.unwrapped.call_at([3], "decision_index")
+        defer = vec.single_action_space.n - 1
+        obs, *_ = vec.step(np.full(3, defer))  # the pipes are still in step
+        assert obs["nodes"].shape[0] == 3
+    finally:
+        vec.close()
+
+
+def test_sb3_adapter_with_workers_equals_one_process():
+    from agents.vec import BatchedVecEnv
+
+    n = 3
+    one = BatchedVecEnv("DLClusterPlace-v0", n, **KW)
+    two = BatchedVecEnv("DLClusterPlace-v0", n, workers=2, context="fork", **KW)
+    try:
+        assert two.render_mode == one.render_mode
+        one.seed(4)
+        two.seed(4)
+        a, b = one.reset(), two.reset()
+        rng = np.random.default_rng(1)
+        for t in range(80):
+            _assert_same(a, b, f"step {t}")
+            masks = np.stack(one.env_method("action_masks"))
+            _assert_same(masks, np.stack(two.env_method("action_masks")), f"masks {t}")
+            act = np.array([rng.choice(np.flatnonzero(m)) for m in masks])
+            a, ra, da, ia = one.step(act)
+            b, rb, db, ib = two.step(act)
+            _assert_same((ra, da, ia), (rb, db, ib), f"step {t}")
+        assert two.env_method("action_masks", indices=[2])[0].shape == masks[2].shape
+        two.set_attr("invalid_penalty", -3.0, indices=[0, 2])
+        assert two.get_attr("invalid_penalty") == [-3.0, one.get_attr("invalid_penalty")[1], -3.0]
+    finally:
+        one.close()
+        two.close()
+
+
+def test_train_vec_workers_needs_batched_and_enough_envs(tmp_path):
+    import yaml
+
+    from agents.train import load_config
+
+    base = {
+        "env": {"id": "DLClusterPlace-v0", "kwargs": {"scenario": "tiny"}},
+        "algo": "maskable_ppo", "policy": "MultiInputPolicy", "n_envs": 2, "seed": 0,
+        "total_timesteps": 128, "checkpoint_every": 128,
+    }
+    for extra, why in [({"vec": "dummy", "vec_workers": 2}, "needs vec: batched"),
+                       ({"vec": "batched", "vec_workers": 3}, "more processes than envs")]:
+        path = tmp_path / "c.yaml"
+        path.write_text(yaml.safe_dump({**base, **extra}))
+        with pytest.raises(ConfigError, match=f"vec_workers.*{why}"):
+            load_config(path)
+    path.write_text(yaml.safe_dump({**base, "vec": "batched", "vec_workers": 2}))
+    assert load_config(path).vec_workers == 2
