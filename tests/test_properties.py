@@ -15,6 +15,7 @@ Invariants checked after every step / decision (``check_invariants``):
 from __future__ import annotations
 
 import math
+import os
 
 import gymnasium as gym
 import numpy as np
@@ -300,3 +301,11 @@ def test_sim_random_resizes_and_migrations_keep_invariants(seed, data):
         check_invariants(sim)
         assert sim.now >= now
         now = sim.now
+
+
+def test_the_default_profile_draws_the_same_examples_every_run():
+    """`python -m pytest` (what CI runs) must not draw new examples each run: a rare failing
+    example would fail one run and pass the next. HYPOTHESIS_PROFILE=dev explores."""
+    if "HYPOTHESIS_PROFILE" in os.environ:
+        pytest.skip("a profile was chosen")
+    assert settings().derandomize and settings().database is None
