@@ -267,6 +267,9 @@ def test_workers_give_the_one_process_batch_bit_for_bit(mode, context):
         assert sum(int((s[3] | s[4]).sum()) for s in a[1:]) > 0  # episodes ended on the way
         _assert_same(a, b)
         _assert_same(one.unwrapped.call_at([4, 0], "decision_index"), two.unwrapped.call_at([4, 0], "decision_index"))
+        for vec in (one, two):  # a call that changes a sub-env: its mask row is read again
+            vec.unwrapped.call_at([4], "reset", seed=11)
+        _assert_same(one.action_masks(), two.action_masks(), "masks after a call")
         two.unwrapped.set_attr_at([3], "invalid_penalty", [-7.0])
         assert two.unwrapped.get_attr("invalid_penalty")[3] == -7.0
         assert len(set(two.unwrapped.get_attr("invalid_penalty"))) == 2

@@ -66,6 +66,7 @@ class _Block:
         for i in np.flatnonzero(which):
             obs, info = self.envs[i].reset(seed=seeds[i], options=options)
             self._write(i, obs)
+            self.masks_buf[i] = self.envs[i]._masks()
             out.append((int(i), info))
         self.ended[which] = False
         return out
@@ -98,7 +99,8 @@ class _Block:
                     continue
             env._write_obs(rows[i])
             infos.append(info)
-        return infos
+        self.masks()  # each env's info holds its mask already: the rows cost a copy, and a worker's
+        return infos  # batch reads them without asking it again
 
     def step_shared(self) -> list[dict]:
         """`step` with the actions the parent wrote into the shared action array."""
@@ -303,6 +305,7 @@ class ClusterVectorEnv(VectorEnv):
             self._workers = _Workers(self.env_cls, kwargs, num_envs, workers, mode, layout, context)
             bufs = _views(layout, self._workers.raw)
         self._obs, self._masks_buf = bufs["obs"], bufs["masks"]
+        self._masks_fresh = False  # the mask rows are those of the sub-envs' current states
         self._actions, self._rewards, self._terms, self._truncs = (
             bufs[k] for k in ("actions", "rewards", "terms", "truncs"))
 
@@ -349,8 +352,13 @@ class ClusterVectorEnv(VectorEnv):
         return infos
 
     def action_masks(self) -> np.ndarray:
-        """(num_envs, n_actions): each sub-env's valid actions now."""
-        self._run("masks", lambda lo, n: ())
+        """(num_envs, n_actions): each sub-env's valid actions now. The workers write them with
+        each step and reset, so they are asked again only after a `call` or `set_attr` (which may
+        change a sub-env); in one process they are read from the sub-envs each time (a caller may
+        have changed one through `envs`)."""
+        if self._workers is None or not self._masks_fresh:
+            self._run("masks", lambda lo, n: ())
+            self._masks_fresh = True
         return self._masks_buf.copy()
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple:
@@ -417,8 +425,10 @@ class ClusterVectorEnv(VectorEnv):
             infos = self._block.step(actions.tolist())
         else:
             self._actions[:] = actions
+            self._masks_fresh = False  # until every worker has stepped (and written its rows)
             infos = [info for part in self._workers.ask("step_shared", [()] * len(self._workers.conns))
                      for info in part]
+            self._masks_fresh = True
         return self._rewards.copy(), self._terms.copy(), self._truncs.copy(), infos
 
     def batch_obs(self) -> dict[str, np.ndarray]:
@@ -429,6 +439,7 @@ class ClusterVectorEnv(VectorEnv):
         """Run `_Block.cmd` on every block (args_of(lo, n) gives its arguments). With `indexed`,
         the blocks answer (local index, value) pairs: made global here. With `pair`, the blocks
         answer one value per index of theirs in `pair`: returned as (global index, value)."""
+        self._masks_fresh = cmd in ("reset", "masks")  # a call or set_attr may change a sub-env
         if self._workers is None:
             parts, bounds = [getattr(self._block, cmd)(*args_of(0, self.num_envs))], [(0, self.num_envs)]
         else:
