@@ -234,8 +234,6 @@ class TrainConfig(_Strict):
     n_envs: int = Field(default=1, ge=1)
     # batched: one native batched env (dlclusterenv.envs.vector) behind agents.vec.BatchedVecEnv
     vec: Literal["dummy", "subproc", "batched"] = "dummy"
-    vec_workers: int = Field(default=1, ge=1, description="processes stepping the batched env's "
-                             "n_envs (vec: batched; the batched env's `workers`): same episodes, in parallel")
     seed: int = Field(default=0, ge=0)
     total_timesteps: int = Field(ge=1)
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
@@ -302,11 +300,6 @@ class TrainConfig(_Strict):
         if clash:
             raise _KeyError("eval.seeds", clash, "also training seeds (seed + env index, seed + BC "
                             "episode); evaluation must be held out")
-        if self.vec_workers > 1 and self.vec != "batched":
-            raise _KeyError("vec_workers", self.vec_workers, f"needs vec: batched (vec is {self.vec}; "
-                            "subproc runs one process per env already)")
-        if self.vec_workers > self.n_envs:
-            raise _KeyError("vec_workers", self.vec_workers, f"more processes than envs (n_envs {self.n_envs})")
         if "config" in self.env.kwargs:
             raise _KeyError("env.kwargs.config", self.env.kwargs["config"],
                             "give the env options here directly, not as a file")
@@ -380,7 +373,7 @@ def make_vec(cfg: TrainConfig, seed: int):
     if cfg.vec == "batched":  # seeded as make_vec_env seeds: env i resets first with seed + i
         from .vec import BatchedVecEnv
 
-        venv = VecMonitor(BatchedVecEnv(cfg.env.id, cfg.n_envs, workers=cfg.vec_workers, **cfg.env.kwargs))
+        venv = VecMonitor(BatchedVecEnv(cfg.env.id, cfg.n_envs, **cfg.env.kwargs))
         venv.seed(seed)
         return venv
     return make_vec_env(

@@ -4,9 +4,7 @@ SB3 resets an ended episode in the step that ended it and hands back its last ob
 `info["terminal_observation"]`, and `TimeLimit.truncated` for a truncation: Gymnasium's SAME_STEP
 autoreset, so the batched env runs in that mode and this class only renames. Seeds follow
 DummyVecEnv: `seed(s)` makes the next reset seed env i with s + i; later episodes draw their
-seeds from each env's own generator. `env_method("action_masks")` gives MaskablePPO its masks (the
-batched env's, in one call). `workers=K` steps the envs in K processes (the batched env's option):
-attributes and methods are reached through the batched env's `call_at` / `set_attr`.
+seeds from each env's own generator. `env_method("action_masks")` gives MaskablePPO its masks.
 """
 
 from __future__ import annotations
@@ -20,9 +18,10 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 
 
 class BatchedVecEnv(VecEnv):
-    def __init__(self, env_id: str, num_envs: int, workers: int = 1, **env_kwargs: Any):
+    def __init__(self, env_id: str, num_envs: int, **env_kwargs: Any):
         self.venv = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point",
-                                 autoreset_mode=AutoresetMode.SAME_STEP, workers=workers, **env_kwargs)
+                                 autoreset_mode=AutoresetMode.SAME_STEP, **env_kwargs)
+        self.envs = self.venv.envs  # before VecEnv.__init__, which reads their render_mode
         super().__init__(num_envs, self.venv.single_observation_space, self.venv.single_action_space)
         self._actions: np.ndarray | None = None
 
@@ -56,19 +55,18 @@ class BatchedVecEnv(VecEnv):
         self.venv.close()
 
     def get_attr(self, attr_name: str, indices=None) -> list[Any]:
-        return self.venv.call_at(self._get_indices(indices), attr_name)
+        return [getattr(self.envs[i], attr_name) for i in self._get_indices(indices)]
 
     def set_attr(self, attr_name: str, value: Any, indices=None) -> None:
-        chosen = list(self._get_indices(indices))
-        self.venv.set_attr_at(chosen, attr_name, [value] * len(chosen))
+        for i in self._get_indices(indices):
+            setattr(self.envs[i], attr_name, value)
 
     def env_method(self, method_name: str, *method_args, indices=None, **method_kwargs) -> list[Any]:
-        if method_name == "action_masks" and not method_args and not method_kwargs:
-            return list(self.venv.action_masks()[self._get_indices(indices)])
-        return self.venv.call_at(self._get_indices(indices), method_name, *method_args, **method_kwargs)
+        return [getattr(self.envs[i], method_name)(*method_args, **method_kwargs)
+                for i in self._get_indices(indices)]
 
     def env_is_wrapped(self, wrapper_class, indices=None) -> list[bool]:
         return [False for _ in self._get_indices(indices)]  # the sub-envs are bare
 
     def get_images(self):
-        return list(self.venv.render())
+        return [e.render() for e in self.envs]

@@ -3,7 +3,7 @@
 DLClusterPlace-v0 on `default`).
 
     python benchmarks/env_speed.py [--scenario default] [--steps 5000] [--num-envs 16 64]
-        [--repeats 2] [--ids DLClusterPlace-v0 ...] [--batched-ids ...] [--no-sync] [--workers 2]
+        [--repeats 2] [--ids DLClusterPlace-v0 ...] [--batched-ids ...] [--no-sync]
         (--ids defaults to every env id but DLClusterGrow-v0, see SLOW_IDS; --num-envs with no
         number skips the batched part)
     python benchmarks/env_speed.py --profile 20000 [--top 15] [--ids ...]   (where a step's time goes)
@@ -13,9 +13,7 @@ simulator does real work); resets are included in the time. Times are CPU second
 (`time.process_time`), the best of `--repeats` runs: the machine is shared, and wall time counts
 the other processes' turns. Batched: gym.make_vec(id, N, vectorization_mode="vector_entry_point")
 beside gymnasium's SyncVectorEnv of the same id and CartPole's own vector env, each stepped
-`steps` env steps in all (steps / N calls). `--workers K` adds the batched env with its
-sub-envs stepped in K processes (`workers=K`) beside the same env in one process, both in WALL
-time (process time would not count the workers; run it on an otherwise idle machine). To compare two trees, run this script with each on
+`steps` env steps in all (steps / N calls). To compare two trees, run this script with each on
 PYTHONPATH in turn (it uses only `dlclusterenv.ENV_IDS` and gym ids).
 
 `--profile N` runs N random masked steps of each id (the same loop, resets included) under
@@ -75,11 +73,11 @@ def profile(env: gym.Env, steps: int, top: int) -> list[tuple[str, float, float,
             for (f, line, name), (_, nc, tt, ct, _) in rows]
 
 
-def vector_steps_per_s(vec, steps: int, masked: bool, clock=time.process_time) -> float:
+def vector_steps_per_s(vec, steps: int, masked: bool) -> float:
     rng = np.random.default_rng(0)
     vec.reset(seed=0)
     n = vec.num_envs
-    t0 = clock()
+    t0 = time.process_time()
     for _ in range(max(steps // n, 1)):
         if masked:
             masks = vec.action_masks() if hasattr(vec, "action_masks") else np.stack(
@@ -88,19 +86,12 @@ def vector_steps_per_s(vec, steps: int, masked: bool, clock=time.process_time) -
         else:
             a = vec.action_space.sample()
         vec.step(a)  # autoreset: ended episodes restart on the next step
-    return max(steps // n, 1) * n / (clock() - t0)
+    return max(steps // n, 1) * n / (time.process_time() - t0)
 
 
 def best(make, run, repeats: int) -> float:
-    """The best of `repeats` runs, each on a freshly made env (closed after it)."""
-    out = []
-    for _ in range(repeats):
-        env = make()
-        try:
-            out.append(run(env))
-        finally:
-            env.close()
-    return max(out)
+    """The best of `repeats` runs, each on a freshly made env."""
+    return max(run(make()) for _ in range(repeats))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -114,20 +105,13 @@ def main(argv: list[str] | None = None) -> None:
                     help=f"env ids (default: every id but {', '.join(SLOW_IDS)})")
     ap.add_argument("--batched-ids", nargs="+", help="ids of the batched part (default: --ids)")
     ap.add_argument("--no-sync", action="store_true", help="skip the SyncVectorEnv comparison")
-    ap.add_argument("--workers", type=int, nargs="+", default=[], metavar="K",
-                    help="also the batched env in K processes, against one, in wall time")
     ap.add_argument("--profile", type=int, metavar="N", help="profile N steps of each id instead")
     ap.add_argument("--top", type=int, default=15, help="functions listed per id with --profile")
     a = ap.parse_args(argv)
     for name, v in (("--steps", [a.steps]), ("--repeats", [a.repeats]), ("--num-envs", a.num_envs),
-                    ("--profile", [1 if a.profile is None else a.profile]), ("--top", [a.top]),
-                    ("--workers", a.workers)):
+                    ("--profile", [1 if a.profile is None else a.profile]), ("--top", [a.top])):
         if v and min(v) < 1:
             ap.error(f"{name}: {min(v)} is not a positive whole number")
-    if a.workers and not a.num_envs:
-        ap.error("--workers: needs a batched size (--num-envs N)")
-    if a.workers and max(a.workers) > min(a.num_envs):
-        ap.error(f"--workers: {max(a.workers)} is more processes than {min(a.num_envs)} envs")
     r, sc = a.repeats, a.scenario
     if a.profile is not None:
         for eid in a.ids:
@@ -155,16 +139,6 @@ def main(argv: list[str] | None = None) -> None:
                             lambda v: vector_steps_per_s(v, a.steps, True), r)
                 line += f"   sync {sync:>10,.0f}   native/sync {nat / sync:5.2f}"
             print(line)
-            if a.workers:
-                wall = lambda v: vector_steps_per_s(v, a.steps, True, time.perf_counter)  # noqa: E731
-                one = best(lambda: gym.make_vec(eid, n, vectorization_mode="vector_entry_point",
-                                                scenario=sc), wall, r)
-                line = f"{'  wall, 1 process':<30}{one:>12,.0f} env steps/s"
-                for k in a.workers:
-                    par = best(lambda: gym.make_vec(eid, n, vectorization_mode="vector_entry_point",
-                                                    scenario=sc, workers=k), wall, r)
-                    line += f"   {k} processes {par:>10,.0f} ({par / one:4.2f}x)"
-                print(line)
 
 
 if __name__ == "__main__":

@@ -43,20 +43,3 @@ def test_the_default_ids_leave_out_the_slow_grow_env_and_no_num_envs_skips_the_b
     env_speed.main(["--scenario", "tiny", "--steps", "20", "--repeats", "1", "--num-envs", "2",
                     "--ids", "DLClusterJoint-v0", "--no-sync"])
     assert "batched, 2 envs" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize(("args", "why"), [(["--workers", "2", "--num-envs"], "needs a batched size"),
-                                           (["--workers", "3", "--num-envs", "2"], "3 is more processes than 2"),
-                                           (["--workers", "0"], "0 is not a positive whole number")])
-def test_workers_without_enough_envs_is_a_usage_error_before_any_run(args, why, capsys):
-    with pytest.raises(SystemExit) as e:
-        env_speed.main(["--scenario", "tiny", *args])
-    err = capsys.readouterr()
-    assert e.value.code == 2 and f"--workers: {why}" in err.err and err.out == ""
-
-
-def test_workers_line_times_one_process_and_k_processes(capsys):
-    env_speed.main(["--scenario", "tiny", "--steps", "8", "--repeats", "1", "--num-envs", "2", "--no-sync",
-                    "--ids", "DLClusterPlace-v0", "--workers", "2"])
-    line = capsys.readouterr().out.splitlines()[-1]
-    assert line.startswith("  wall, 1 process") and "2 processes" in line and line.endswith("x)")
