@@ -20,6 +20,7 @@ import numpy as np
 
 from . import _kernels
 from .api import ClusterView, Decision, DecisionError, JobView, Scheduler, TaskView
+from .checks import is_int, is_real
 from .cluster import Cluster
 from .config import CONFIG_DIR, ModelZoo
 from .jobs import (DONE, L_BIAS, L_DOM, L_GPU, L_LAST, L_MARK, L_OBS_MEAN, L_OBS_TIME, L_RUN, L_STEPS, L_TOTAL,
@@ -48,16 +49,6 @@ DEFAULT_PACKING = PackingModel(eps=0.319, gamma=1.0,
 def _arrival_order(job: Job) -> tuple[float, str]:
     """The order jobs arrive in (Simulator.specs'), hence of _active."""
     return job.spec.arrival_s, job.job_id
-
-
-def _is_int(x: object) -> bool:
-    """A Python or numpy integer, not a bool (True is not one worker)."""
-    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
-
-
-def _is_number(x: object) -> bool:
-    """A Python or numpy real number, not a bool."""
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
 
 
 def _check_fields(d: object) -> None:
@@ -368,7 +359,7 @@ class Simulator:
         c = self.cluster
         node = self._node(target[0], f"place[{tid!r}]")
         slot = target[1]
-        if not _is_int(slot) or not 0 <= slot < c.gpus[node]:
+        if not is_int(slot) or not 0 <= slot < c.gpus[node]:
             raise DecisionError(f"place[{tid!r}]: node {c.node_names[node]} has no GPU {slot!r}")
         return node, int(c.gpu_base[node] + slot)
 
@@ -399,7 +390,7 @@ class Simulator:
         if d.empty():
             return
         if d.wake_at is not None:
-            if not _is_number(d.wake_at) or math.isnan(d.wake_at):
+            if not is_real(d.wake_at, inf=True):
                 raise DecisionError(f"wake_at: must be a time in seconds, got {d.wake_at!r}")
         c = self.cluster
         # -- validate preempt and allocate
@@ -412,7 +403,7 @@ class Simulator:
             uses_ps = self._active_job(jid, "allocate").uses_ps
             # integers only: int() truncated (1.7, 2.9) to (1, 2), read "2" as 2, and raised a raw
             # OverflowError on inf
-            if not (isinstance(pw, (tuple, list, np.ndarray)) and len(pw) == 2 and all(map(_is_int, pw))):
+            if not (isinstance(pw, (tuple, list, np.ndarray)) and len(pw) == 2 and all(map(is_int, pw))):
                 raise DecisionError(f"allocate[{jid!r}]: expected (num_ps, num_workers), two integers, got {pw!r}")
             p, w = int(pw[0]), int(pw[1])
             if uses_ps and (p < 1 or w < 1):
@@ -526,7 +517,7 @@ class Simulator:
         # -- limits and GPU modes
         for tid, lim in d.cpu_limits.items():
             lookup(tid, "cpu_limits")
-            if not _is_number(lim) or not 0 < lim <= 1:
+            if not is_real(lim) or not 0 < lim <= 1:
                 raise DecisionError(f"cpu_limits[{tid!r}]: must be in (0, 1], got {lim!r}")
         for key, mode in d.gpu_mode.items():
             g = self._gpu_key(key)
