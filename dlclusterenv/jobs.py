@@ -193,8 +193,9 @@ class Ledger:
         self.held = np.zeros(n, bool)  # the job held a node at some integration (dom_share_time)
         self.reload: list[Job] = []  # jobs whose measurements a reader holds (Job._obs_out)
         # jobs whose speed plan was dropped (Job.touch) since the engine last computed the rates
-        # (compute_rates' `replanned`; a set: a job on a ledger of its own is there once at most)
-        self.replanned: set[Job] = set()
+        # (compute_rates' `replanned`), in the order they were dropped: a dict, not a set, since a
+        # set of Jobs iterates in memory-address order, which differs between processes
+        self.replanned: dict[Job, None] = {}
 
     @cached_property
     def bias_rng(self) -> np.random.Generator:
@@ -512,7 +513,7 @@ class Job:
         """A task moved or a limit changed: drop what was cached from the placement (and say so
         to the engine's plan stack: Ledger.replanned)."""
         self.plan = None
-        self.ledger.replanned.add(self)
+        self.ledger.replanned[self] = None
         self.share = None
         self.proj = None
         self.view = None

@@ -130,3 +130,24 @@ def test_follow_gives_every_jobs_current_plan(min_pool, monkeypatch):
             assert np.array_equal(consts, want.pop("consts")), step
             assert all(np.array_equal(arrays[f], v) for f, v in want.items()), step
     assert touched_in_list >= 20
+
+
+def test_replanned_jobs_are_kept_in_the_order_their_plans_were_dropped():
+    """Ledger.replanned is read by PlanStack.follow in its own order (where a moved job's plan is
+    made and copied into the pools): that order must be the order of the touches, the same in
+    every process, not a set's memory-address order."""
+    sim = dlclusterenv.make_sim("default", 0)
+    fifo = baselines.make("fifo")
+    fifo.reset(0)
+    while not sim.done and len(sim.running_jobs()) < 8:
+        sim.decide(fifo)
+        sim.advance()
+    jobs = list(sim.running_jobs())
+    assert len(jobs) >= 8
+    led = sim._ledger
+    for perm in np.random.default_rng(0).permuted(np.tile(np.arange(len(jobs)), (5, 1)), axis=1):
+        led.replanned.clear()
+        order = [jobs[k] for k in perm]
+        for job in order + order[:3]:  # a job touched again keeps its first place
+            job.touch()
+        assert list(led.replanned) == order
