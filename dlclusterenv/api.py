@@ -40,7 +40,8 @@ class Decision:
     - cpu_limits: task id -> soft limit as a fraction of its node's cores (FlowCon); 1.0 = none.
     - gpu_mode: "node/gN" -> "pack" or "timeslice" for workers that share that GPU.
     - wake_at: ask for an extra decision point at this time (e.g. when a job will cross a
-      Tiresias queue threshold); the earliest pending request wins.
+      Tiresias queue threshold); the earliest pending request wins; inf (or a time not after
+      now) asks for none.
     """
 
     allocate: dict[str, tuple[int, int]] = field(default_factory=dict)

@@ -573,7 +573,7 @@ class Simulator:
             job.touch()
         for g, mode in modes.items():
             self.gpu_mode[g] = mode
-        if d.wake_at is not None and d.wake_at > self.now + EPS:
+        if d.wake_at is not None and self.now + EPS < d.wake_at < math.inf:  # inf: never, not kept
             self._wakes.append(float(d.wake_at))
         for job in touched.values():
             self._update_status(job)

@@ -33,6 +33,28 @@ def test_wake_at_adds_a_decision_point_and_time_is_monotone():
     assert r.times == sorted(r.times)
 
 
+def test_wake_at_inf_asks_for_no_decision_point_and_is_not_kept():
+    """inf is a legal wake_at meaning never: the run is the same as without it, and the requests
+    are not kept (every decision asking for inf grew the engine's list of pending wake-ups, read
+    at every advance)."""
+
+    class Asking(Scheduler):
+        def __init__(self, wake_at):
+            self.inner, self.wake_at, self.times = baselines.make("fifo"), wake_at, []
+
+        def decide(self, view):
+            self.times.append(view.time)
+            d = self.inner.decide(view)
+            d.wake_at = self.wake_at
+            return d
+
+    plain, never = Asking(None), Asking(math.inf)
+    m_plain = make_sim("tiny", 0).run(plain).summary()
+    sim = make_sim("tiny", 0)
+    assert sim.run(never).summary() == m_plain and never.times == plain.times
+    assert len(never.times) > 10 and sim._wakes == []
+
+
 def test_same_seed_same_metrics_across_runs():
     a = make_sim("default", 3).run(baselines.make("random")).summary()
     b = make_sim("default", 3).run(baselines.make("random")).summary()
