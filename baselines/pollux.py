@@ -73,6 +73,7 @@ from .optimus import _assign, _task_nodes, resource_vec
 
 SYNC_PRIOR = 1e-2  # weight of the pull of the sync terms to 0 (relative to a log-residual of 1)
 FLOOR = 1e-3  # [ref]: added to every speedup in the power mean
+SMALL_P = 1e-6  # below it power_mean takes the log form (its docstring)
 
 
 # ----------------------------------------------------------------------------- throughput model
@@ -143,11 +144,28 @@ class _Residual:
 
 # ----------------------------------------------------------------------------- fitness
 def power_mean(speedups: np.ndarray, p: float) -> np.ndarray:
-    """Eq. 14 over the last axis (jobs), FLOOR added ([ref]); p = 0: the geometric mean."""
+    """Eq. 14 over the last axis (jobs), FLOOR added ([ref]); p = 0: the geometric mean.
+
+    Any finite p: where the mean of s^p is not a normal float (a large |p|: s^p overflows or
+    underflows, and the plain form gave inf or 0 for a mean that lies between the smallest and
+    largest speedup), each row is scaled by its extreme term (the largest for p > 0, the smallest
+    for p < 0), whose scaled power is 1; for 0 < |p| < SMALL_P, where 1 + p ln s rounds, the form
+    exp(log1p(mean(expm1(p ln s))) / p) keeps the digits. Elsewhere the plain form, unchanged."""
     s = speedups + FLOOR
     if p == 0:
         return np.exp(np.log(s).mean(axis=-1))
-    return np.mean(s**p, axis=-1) ** (1.0 / p)
+    if abs(p) < SMALL_P:
+        return np.exp(np.log1p(np.mean(np.expm1(p * np.log(s)), axis=-1)) / p)
+    with np.errstate(over="ignore", under="ignore", divide="ignore"):
+        m = np.mean(s**p, axis=-1)
+        out = m ** (1.0 / p)
+    odd = ~((m >= np.finfo(float).tiny) & (m < np.inf))
+    if odd.any():
+        top = (s.max if p > 0 else s.min)(axis=-1, keepdims=True)
+        with np.errstate(under="ignore"):
+            scaled = top[..., 0] * np.mean((s / top) ** p, axis=-1) ** (1.0 / p)
+        out = np.where(odd, scaled, out)
+    return out
 
 
 def fitness(states: np.ndarray, base: np.ndarray, goodput: np.ndarray, fair: np.ndarray,

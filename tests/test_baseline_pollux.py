@@ -80,6 +80,31 @@ def test_power_mean_p():
     assert power_mean(s, -1.0)[0] == pytest.approx(2 / (1 / 1.001 + 1 / 3.001))
 
 
+@pytest.mark.parametrize("p", [-1e300, -1e6, -2000.0, -1e-300, -1e-9, 1e-12, 1e-7, 2000.0, 1e6, 1e300])
+def test_power_mean_of_any_finite_p_lies_between_the_extremes(p):
+    """Any finite p is legal (Pollux's constructor): where s^p over- or underflows (large |p|)
+    or 1 + p ln s rounds (tiny |p|), the mean is still computed: against log-sum-exp in Python's
+    math.fsum, and for tiny |p| against the cumulant series exp(mean ln s + p var(ln s) / 2);
+    the plain form gave inf or 0 for |p| >= ~1,000 and 1.0 or
+    inf for |p| <= ~1e-7, so every allocation looked alike to the GA."""
+    import math
+
+    rows = np.array([[0.5, 2.0, 1.0], [0.05, 0.1, 3.0, 7.0], [1.0, 1.0, 1.0, 1.0]], dtype=object)
+    for r in rows:
+        s = np.array(r) + 1e-3  # power_mean adds FLOOR
+        got = power_mean(np.array([r], float), p)[0]
+        if abs(p) < 1e-3:  # ln M_p = mean(ln s) + p var(ln s) / 2 + O(p^2) (cumulants)
+            ln = [math.log(x) for x in s]
+            mu = math.fsum(ln) / len(s)
+            want = math.exp(mu + p * math.fsum((v - mu) ** 2 for v in ln) / len(s) / 2)
+        else:
+            logs = [p * math.log(x) for x in s]
+            top = max(logs)
+            want = math.exp((top + math.log(math.fsum(math.exp(v - top) for v in logs) / len(s))) / p)
+        assert s.min() * (1 - 1e-12) <= got <= s.max() * (1 + 1e-12)
+        assert got == pytest.approx(want, rel=1e-9), (r, got, want)
+
+
 def test_throughput_fit_recovers_a_known_model_and_is_optimistic_where_unmeasured():
     theta = np.array([0.2, 0.05, 0.01, 0.1, 0.02, 1.5])
     keys = [(1, False), (2, False), (4, False), (8, True), (16, True), (3, False), (12, True)]
