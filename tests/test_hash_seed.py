@@ -32,6 +32,19 @@ print(float(sim.used_mem[0]).hex())
 """
 
 
+# Every baseline on `tiny`, seed 0: each job's JCT and cross-node GB as exact hex floats. The
+# engine identity pins (tests/test_engine_identity.py) cover 24 scenario x baseline runs in the
+# suite's one process; this runs every baseline in two processes of different hash seeds.
+EVERY_BASELINE = """
+import sys
+sys.path[:0] = [{root!r}]
+import baselines, dlclusterenv
+for name in baselines.names():
+    m = dlclusterenv.make_sim("tiny", 0).run(baselines.make(name))
+    print(name, [(r.job_id, float(r.jct_s).hex(), float(r.cross_node_gb).hex()) for r in m.jobs])
+"""
+
+
 def _run(code: str, hash_seed: int) -> str:
     env = {**os.environ, "PYTHONHASHSEED": str(hash_seed)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
@@ -42,3 +55,10 @@ def test_a_decision_frees_in_its_own_order_whatever_the_hash_seed():
     code = PREEMPT.format(root=str(ROOT), tests=str(ROOT / "tests"))
     values = {_run(code, h) for h in range(3)}  # seeds 0-2 gave two values before the fix
     assert len(values) == 1, f"memory left on the node differs with PYTHONHASHSEED: {sorted(values)}"
+
+
+def test_every_baseline_runs_alike_whatever_the_hash_seed():
+    code = EVERY_BASELINE.format(root=str(ROOT))
+    a, b = (_run(code, h).splitlines() for h in (1, 2))
+    assert len(a) == len(b) >= 20
+    assert a == b, next(f"{x.split()[0]} differs with PYTHONHASHSEED" for x, y in zip(a, b) if x != y)
