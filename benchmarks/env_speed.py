@@ -44,12 +44,25 @@ SLOW_IDS = ("DLClusterGrow-v0",)
 def run_steps(env: gym.Env, steps: int, masked: bool, rng: np.random.Generator) -> None:
     for _ in range(steps):
         if masked:
-            a = int(rng.choice(np.flatnonzero(env.unwrapped.action_masks())))
+            good = np.flatnonzero(env.unwrapped.action_masks())
+            a = int(good[rng.integers(len(good))])
         else:
             a = env.action_space.sample()
         _, _, term, trunc, _ = env.step(a)
         if term or trunc:
             env.reset()
+
+
+def masked_choice(masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One action per row of `masks` (envs x actions), uniform over the row's valid ones, for the
+    whole batch at once: the j-th valid action, j uniform below the row's count. A loop of
+    `rng.choice(np.flatnonzero(row))` cost about 10 us a row more than the env steps it drove
+    were to be measured without (CartPole's `action_space.sample()`: about 3 us)."""
+    count = masks.sum(axis=1)
+    if not count.all():
+        raise ValueError(f"env {int(np.argmin(count))} has no valid action")
+    j = (rng.random(len(masks)) * count).astype(np.int64)
+    return (np.cumsum(masks, axis=1) > j[:, None]).argmax(axis=1)
 
 
 def steps_per_s(env: gym.Env, steps: int, masked: bool) -> float:
@@ -82,7 +95,7 @@ def vector_steps_per_s(vec, steps: int, masked: bool) -> float:
         if masked:
             masks = vec.action_masks() if hasattr(vec, "action_masks") else np.stack(
                 vec.call("action_masks"))
-            a = np.array([rng.choice(np.flatnonzero(m)) for m in masks])
+            a = masked_choice(masks, rng)
         else:
             a = vec.action_space.sample()
         vec.step(a)  # autoreset: ended episodes restart on the next step

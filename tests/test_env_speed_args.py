@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -43,3 +44,15 @@ def test_the_default_ids_leave_out_the_slow_grow_env_and_no_num_envs_skips_the_b
     env_speed.main(["--scenario", "tiny", "--steps", "20", "--repeats", "1", "--num-envs", "2",
                     "--ids", "DLClusterJoint-v0", "--no-sync"])
     assert "batched, 2 envs" in capsys.readouterr().out
+
+
+def test_masked_choice_is_uniform_over_each_rows_valid_actions():
+    masks = np.array([[0, 1, 0, 1, 1, 0], [1, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 1]], dtype=bool)
+    rng = np.random.default_rng(0)
+    draws = np.array([env_speed.masked_choice(masks, rng) for _ in range(3000)])
+    assert masks[np.arange(3), draws].all()  # only valid actions
+    counts = np.bincount(draws[:, 0], minlength=6)[[1, 3, 4]]
+    assert counts.sum() == 3000 and counts.min() > 900  # each of the three about 1,000 times
+    assert (draws[:, 1] == 0).all() and (draws[:, 2] == 5).all()
+    with pytest.raises(ValueError, match="env 1 has no valid action"):
+        env_speed.masked_choice(np.array([[1, 0], [0, 0]], dtype=bool), rng)
