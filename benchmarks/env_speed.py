@@ -54,15 +54,19 @@ def run_steps(env: gym.Env, steps: int, masked: bool, rng: np.random.Generator) 
 
 
 def masked_choice(masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One action per row of `masks` (envs x actions), uniform over the row's valid ones, for the
-    whole batch at once: the j-th valid action, j uniform below the row's count. A loop of
-    `rng.choice(np.flatnonzero(row))` cost about 10 us a row more than the env steps it drove
-    were to be measured without (CartPole's `action_space.sample()`: about 3 us)."""
+    """One action per row of `masks` (envs x actions), uniform over the row's valid ones: the j-th
+    valid action, j uniform below the row's count. `rng.choice(np.flatnonzero(row))` per row cost
+    about 10 us a row more, counted against the env steps being measured (CartPole's
+    `action_space.sample()`: about 3 us). Up to 256 actions the whole batch at once (64 x 33:
+    35 us a batch against 360 for a loop); wider masks (the share env's 10,259) row by row, where
+    the batch's cumulative sums cost 6x the loop's scans."""
     count = masks.sum(axis=1)
     if not count.all():
         raise ValueError(f"env {int(np.argmin(count))} has no valid action")
     j = (rng.random(len(masks)) * count).astype(np.int64)
-    return (np.cumsum(masks, axis=1) > j[:, None]).argmax(axis=1)
+    if masks.shape[1] <= 256:
+        return (np.cumsum(masks, axis=1) > j[:, None]).argmax(axis=1)
+    return np.array([np.flatnonzero(m)[k] for m, k in zip(masks, j)], dtype=np.int64)
 
 
 def steps_per_s(env: gym.Env, steps: int, masked: bool) -> float:

@@ -46,8 +46,10 @@ def test_the_default_ids_leave_out_the_slow_grow_env_and_no_num_envs_skips_the_b
     assert "batched, 2 envs" in capsys.readouterr().out
 
 
-def test_masked_choice_is_uniform_over_each_rows_valid_actions():
-    masks = np.array([[0, 1, 0, 1, 1, 0], [1, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 1]], dtype=bool)
+@pytest.mark.parametrize("width", [6, 300])  # the batch at once; row by row
+def test_masked_choice_is_uniform_over_each_rows_valid_actions(width):
+    masks = np.zeros((3, width), dtype=bool)
+    masks[0, [1, 3, 4]] = masks[1, 0] = masks[2, 5] = True
     rng = np.random.default_rng(0)
     draws = np.array([env_speed.masked_choice(masks, rng) for _ in range(3000)])
     assert masks[np.arange(3), draws].all()  # only valid actions
