@@ -83,6 +83,19 @@ def test_common_head_and_tail_as_a_scan(xs, ys, cap):
     assert common_run(x, y, n, True) == tail
 
 
+def _eight_running():
+    """`default` seed 0 under FIFO until at least 8 jobs run: the simulator and its running jobs."""
+    sim = dlclusterenv.make_sim("default", 0)
+    fifo = baselines.make("fifo")
+    fifo.reset(0)
+    while not sim.done and len(sim.running_jobs()) < 8:
+        sim.decide(fifo)
+        sim.advance()
+    jobs = list(sim.running_jobs())
+    assert len(jobs) >= 8
+    return sim, jobs
+
+
 @pytest.mark.parametrize("min_pool", [4, PlanStack._MIN_POOL])
 def test_follow_gives_every_jobs_current_plan(min_pool, monkeypatch):
     """PlanStack.follow over random job lists (jobs start, end, reorder) while jobs in and out of
@@ -90,14 +103,7 @@ def test_follow_gives_every_jobs_current_plan(min_pool, monkeypatch):
     every listed job's current plan, and its pools gather to them, after every step; the jobs
     whose plan was not dropped keep the plan object they had."""
     monkeypatch.setattr(PlanStack, "_MIN_POOL", min_pool)
-    sim = dlclusterenv.make_sim("default", 0)
-    fifo = baselines.make("fifo")
-    fifo.reset(0)
-    while not sim.done and len(sim.running_jobs()) < 8:
-        sim.decide(fifo)
-        sim.advance()
-    pool = list(sim.running_jobs())  # fully placed jobs
-    assert len(pool) >= 8
+    sim, pool = _eight_running()  # fully placed jobs
     led, cluster = sim._ledger, sim.cluster
     rng = np.random.default_rng(1)
     stack, jobs = PlanStack(), []
@@ -136,14 +142,7 @@ def test_replanned_jobs_are_kept_in_the_order_their_plans_were_dropped():
     """Ledger.replanned is read by PlanStack.follow in its own order (where a moved job's plan is
     made and copied into the pools): that order must be the order of the touches, the same in
     every process, not a set's memory-address order."""
-    sim = dlclusterenv.make_sim("default", 0)
-    fifo = baselines.make("fifo")
-    fifo.reset(0)
-    while not sim.done and len(sim.running_jobs()) < 8:
-        sim.decide(fifo)
-        sim.advance()
-    jobs = list(sim.running_jobs())
-    assert len(jobs) >= 8
+    sim, jobs = _eight_running()
     led = sim._ledger
     for perm in np.random.default_rng(0).permuted(np.tile(np.arange(len(jobs)), (5, 1)), axis=1):
         led.replanned.clear()
