@@ -38,6 +38,18 @@ def test_code_fences_close():
     assert not inside, "README.md ends inside a code block"
 
 
+def test_section_links_name_a_heading():
+    """The contents line links every `## ` section, and each `](#anchor)` link names a heading
+    (GitHub's anchors: lower case, punctuation dropped, spaces to hyphens)."""
+    anchors = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+               for h in re.findall(r"^#{2,4} (.+)$", README, re.M)}
+    links = re.findall(r"\]\(#([^)]+)\)", README)
+    assert links and set(links) <= anchors, sorted(set(links) - anchors)
+    sections = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+                for h in re.findall(r"^## (.+)$", README, re.M)}
+    assert sections <= set(links), sorted(sections - set(links))
+
+
 def test_table_rows_have_their_headers_cells():
     """A row with another cell count than its table's header is a row put in the wrong table
     (Benchmarks rows once landed under the overload table, the last table of the file)."""
