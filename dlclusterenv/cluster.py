@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
-from .config import ClusterConfig, load_cluster
+from .config import ClusterConfig, Demand, ModelSpec, load_cluster
 
 MB = 1e6
 GB = 1e9
@@ -154,3 +154,65 @@ def build_cluster(spec: str | ClusterConfig) -> Cluster:
         node_gpu_type=tuple(gpu_type(t.gpu_model) for t in nt),
         graph=g,
     )
+
+
+# ----------------------------------------------------------------------------- capacity
+# Whether a job could ever run here: the workload refuses such a job (a config error) and the
+# engine such an allocation (a DecisionError), so the rule lives with the cluster, below both.
+def _free(cluster: Cluster) -> np.ndarray:
+    """(CPU, memory, bandwidth, GPUs) x nodes of the empty cluster."""
+    return np.stack([cluster.cpus, cluster.memory, cluster.nic, cluster.gpus.astype(float)])
+
+
+def _need(d: Demand) -> np.ndarray:
+    return np.array([d.cpu, d.mem_gb, d.bw_MBps * 1e6, d.gpu], dtype=float)
+
+
+def _room(free: np.ndarray, d: Demand) -> np.ndarray:
+    """How many tasks of demand `d` each node of `free` (an empty cluster's _free) holds."""
+    need = _need(d)[:, None]
+    per = np.where(need > 0, (free + 1e-9) / np.where(need > 0, need, 1.0), np.inf)
+    return np.floor(per.min(axis=0))
+
+
+def task_never_fits(cluster: Cluster, m: ModelSpec) -> str | None:
+    """Why no node can hold a PS or a worker of `m` (CPU, memory, bandwidth and GPU together on
+    one node: a GPU worker needs the CPU of a GPU node, not of the largest node), or None."""
+    free = _free(cluster)
+    for role, d in (("worker", m.worker), ("ps", m.ps)):
+        if not (_room(free, d) >= 1).any():
+            return (f"a {role} needs {d.cpu:g} CPU / {d.mem_gb:g} GB{' / a GPU' if d.gpu else ''}"
+                    f"{f' / {d.bw_MBps:g} MB/s' if d.bw_MBps else ''} on one node, more than any "
+                    f"node of cluster {cluster.config.name!r} has")
+    return None
+
+
+def never_fits(cluster: Cluster, m: ModelSpec, p: int, w: int) -> str | None:
+    """Why a job of model `m` with p PS and w workers can never run on `cluster`, or None.
+
+    A job runs only with every task placed at once, so it is checked on the empty cluster: the
+    cluster's totals, one task on one node (task_never_fits), and each role alone in the nodes'
+    room for it. These conditions are necessary, not sufficient (an exact check is bin packing),
+    so a job refused here truly never runs."""
+    free = _free(cluster)
+    total = p * _need(m.ps) + w * _need(m.worker)
+    have = free.sum(axis=1)
+    for k, what, unit in ((3, "GPUs", 1), (0, "CPU cores", 1), (1, "GB of memory", 1),
+                          (2, "MB/s of NIC bandwidth", 1e6)):
+        if total[k] > have[k] + 1e-6:
+            return (f"needs {total[k] / unit:g} {what}, the cluster {cluster.config.name!r} has "
+                    f"{have[k] / unit:g}")
+    reason = task_never_fits(cluster, m)
+    if reason:
+        return reason
+    for role, d, n in (("worker", m.worker, w), ("ps", m.ps, p)):
+        room = int(min(_room(free, d).sum(), n))
+        if room < n:
+            return (f"{n} {role}s do not fit: the nodes of cluster {cluster.config.name!r} hold "
+                    f"{room} at most")
+    return None
+
+
+def room_per_node(cluster: Cluster, d: Demand) -> np.ndarray:
+    """How many tasks of demand `d` each node of the empty cluster holds."""
+    return _room(_free(cluster), d)

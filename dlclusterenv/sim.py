@@ -21,7 +21,7 @@ import numpy as np
 from . import _kernels
 from .api import ClusterView, Decision, DecisionError, JobView, Scheduler, TaskView
 from .checks import is_int, is_real
-from .cluster import Cluster
+from .cluster import Cluster, never_fits
 from .config import CONFIG_DIR, ModelZoo
 from .jobs import (DONE, L_BIAS, L_DOM, L_GPU, L_LAST, L_MARK, L_OBS_MEAN, L_OBS_TIME, L_RUN, L_STEPS, L_TOTAL,
                    L_XNODE, L_XRACK, PENDING, RUNNING, Job, JobSpec, Ledger, Task, job_epochs, stop_delta)
@@ -198,6 +198,7 @@ class Simulator:
         self._ledger = Ledger(len(self.specs))  # every job's running totals (jobs.Ledger)
         self._plan_stack = PlanStack()  # the running jobs' plans, gathered once (speed.PlanStack)
         self._wakes: list[float] = []  # decision points schedulers asked for
+        self._never: dict[tuple[str, int, int], str | None] = {}  # cluster.never_fits, per shape
         self.totals = Totals()
         self.done = False
         self._still = 0  # consecutive engine steps that left the clock where it was
@@ -400,7 +401,8 @@ class Simulator:
             preempt.append(job)
         alloc: dict[str, tuple[int, int]] = {}
         for jid, pw in d.allocate.items():
-            uses_ps = self._active_job(jid, "allocate").uses_ps
+            job = self._active_job(jid, "allocate")
+            uses_ps = job.uses_ps
             # integers only: int() truncated (1.7, 2.9) to (1, 2), read "2" as 2, and raised a raw
             # OverflowError on inf
             if not (isinstance(pw, (tuple, list, np.ndarray)) and len(pw) == 2 and all(map(is_int, pw))):
@@ -412,6 +414,9 @@ class Simulator:
                 raise DecisionError(
                     f"allocate[{jid!r}]: an all-reduce job has no PS and at least 1 worker, got {pw!r}"
                 )
+            if (p, w) != (job.num_ps, job.num_workers) and (why := self._never_runs(job, p, w)):
+                # never placed whole, so never run (and allocate=(1, 10**9) built 10**9 tasks)
+                raise DecisionError(f"allocate[{jid!r}]: {p} PS and {w} workers can never run: {why}")
             alloc[jid] = (p, w)
         preempted = {j.job_id for j in preempt}
         # -- placed tasks that leave their node: all of a preempted job's, those a shrink removes
@@ -579,6 +584,15 @@ class Simulator:
             self._update_status(job)
         if touched or d.cpu_limits or modes:
             self._rates = None
+
+    def _never_runs(self, job: Job, p: int, w: int) -> str | None:
+        """cluster.never_fits for job's model at (p, w), kept per shape (at most 4,096)."""
+        key = (job.spec.model, p, w)
+        if key not in self._never:
+            if len(self._never) >= 4096:
+                self._never.clear()
+            self._never[key] = never_fits(self.cluster, job.model, p, w)
+        return self._never[key]
 
     @staticmethod
     def _exists(tid: str, job: Job, p: int, w: int) -> bool:

@@ -513,6 +513,11 @@ def test_bad_decisions_raise_and_change_nothing(decision, pattern):
         (Decision(allocate={"B": (True, 2)}), r"^allocate\['B'\]: .*two integers"),
         (Decision(allocate={"B": (1, math.inf)}), r"^allocate\['B'\]: .*two integers, got \(1, inf\)"),
         (Decision(allocate={"B": "12"}), r"^allocate\['B'\]: .*two integers"),
+        # a shape the empty cluster cannot hold never runs (10**9 tasks were built before)
+        (Decision(allocate={"A": (1, 10**9)}), r"^allocate\['A'\]: 1 PS and 1000000000 workers can never "
+                                               r"run: needs 3e\+09 CPU cores, the cluster 'inline' has 16$"),
+        (Decision(allocate={"B": (8, 3)}), r"^allocate\['B'\]: 8 PS and 3 workers can never run: needs "
+                                           r"17 CPU cores, the cluster 'inline' has 16$"),
         (Decision(place={0: "r0-n1"}), r"^place: unknown task 0$"),
         (Decision(cpu_limits={("A", "w0"): 0.5}), r"^cpu_limits: unknown task \('A', 'w0'\)$"),
         (Decision(cpu_limits={"A/w0": True}), r"^cpu_limits\['A/w0'\]: must be in \(0, 1\], got True$"),

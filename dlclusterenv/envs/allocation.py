@@ -28,7 +28,7 @@ from ..api import Decision
 from ..checks import is_int
 from ..config import ConfigError
 from ..placers import PLACERS, Capacity, get_placer
-from ..workload import never_fits
+from ..cluster import never_fits
 from .core import Bool, ClusterEnv, Int, Options
 
 ROLES = ("ps", "worker")
