@@ -159,9 +159,13 @@ def build_cluster(spec: str | ClusterConfig) -> Cluster:
 # ----------------------------------------------------------------------------- capacity
 # Whether a job could ever run here: the workload refuses such a job (a config error) and the
 # engine such an allocation (a DecisionError), so the rule lives with the cluster, below both.
-def _free(cluster: Cluster) -> np.ndarray:
-    """(CPU, memory, bandwidth, GPUs) x nodes of the empty cluster."""
-    return np.stack([cluster.cpus, cluster.memory, cluster.nic, cluster.gpus.astype(float)])
+def _free(cluster: Cluster, shared_gpus: bool = False) -> np.ndarray:
+    """(CPU, memory, bandwidth, GPUs) x nodes of the empty cluster; with `shared_gpus` a node with
+    a GPU holds any number of GPU workers (time-slicing shares a GPU without a limit)."""
+    gpus = cluster.gpus.astype(float)
+    if shared_gpus:
+        gpus = np.where(gpus > 0, np.inf, 0.0)
+    return np.stack([cluster.cpus, cluster.memory, cluster.nic, gpus])
 
 
 def _need(d: Demand) -> np.ndarray:
@@ -187,14 +191,16 @@ def task_never_fits(cluster: Cluster, m: ModelSpec) -> str | None:
     return None
 
 
-def never_fits(cluster: Cluster, m: ModelSpec, p: int, w: int) -> str | None:
+def never_fits(cluster: Cluster, m: ModelSpec, p: int, w: int, shared_gpus: bool = False) -> str | None:
     """Why a job of model `m` with p PS and w workers can never run on `cluster`, or None.
 
     A job runs only with every task placed at once, so it is checked on the empty cluster: the
     cluster's totals, one task on one node (task_never_fits), and each role alone in the nodes'
     room for it. These conditions are necessary, not sufficient (an exact check is bin packing),
-    so a job refused here truly never runs."""
-    free = _free(cluster)
+    so a job refused here truly never runs. A workload's job asks for at most one worker per GPU
+    (its request is a GPU count); `shared_gpus` (the engine's allocations) lets GPU workers share
+    GPUs, as time-slicing does, so only CPU, memory and bandwidth bound their number."""
+    free = _free(cluster, shared_gpus)
     total = p * _need(m.ps) + w * _need(m.worker)
     have = free.sum(axis=1)
     for k, what, unit in ((3, "GPUs", 1), (0, "CPU cores", 1), (1, "GB of memory", 1),

@@ -586,12 +586,13 @@ class Simulator:
             self._rates = None
 
     def _never_runs(self, job: Job, p: int, w: int) -> str | None:
-        """cluster.never_fits for job's model at (p, w), kept per shape (at most 4,096)."""
+        """cluster.never_fits for job's model at (p, w), GPUs shared (a worker may time-slice an
+        occupied GPU, so more workers than GPUs can run), kept per shape (at most 4,096)."""
         key = (job.spec.model, p, w)
         if key not in self._never:
             if len(self._never) >= 4096:
                 self._never.clear()
-            self._never[key] = never_fits(self.cluster, job.model, p, w)
+            self._never[key] = never_fits(self.cluster, job.model, p, w, shared_gpus=True)
         return self._never[key]
 
     @staticmethod

@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pytest
 
+import dlclusterenv
 from dlclusterenv.api import Decision, DecisionError, JobView
 from dlclusterenv.config import LossCurve, ModelSpec
 from dlclusterenv.comm import pattern
@@ -539,6 +540,20 @@ def test_malformed_decisions_name_the_field_and_change_nothing(decision, pattern
         sim.apply(decision)
     _assert_same_state(before, _state(sim))
     assert sim._wakes == wakes
+
+
+def test_more_workers_than_gpus_is_an_allocation_that_can_run():
+    """GPU workers time-slice shared GPUs (DLClusterShare-v0 places 13 workers on `tiny`'s 8 GPUs),
+    so an allocation is bounded by CPU, memory and bandwidth, not by the GPU count; a workload's
+    job asking for more GPUs than the cluster has is still a config error (its request is a count
+    of GPUs)."""
+    sim = dlclusterenv.make_sim("tiny", 0)
+    while not sim.active_jobs():
+        sim.advance()
+    job = sim.active_jobs()[0]
+    assert job.num_ps >= 1 and 13 > sim.cluster.n_gpus
+    sim.apply(Decision(allocate={job.job_id: (1, 13)}))
+    assert (job.num_ps, job.num_workers) == (1, 13)
 
 
 def test_numpy_numbers_in_a_decision_are_their_values():
