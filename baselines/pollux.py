@@ -74,6 +74,7 @@ from .optimus import _assign, _task_nodes, resource_vec
 SYNC_PRIOR = 1e-2  # weight of the pull of the sync terms to 0 (relative to a log-residual of 1)
 FLOOR = 1e-3  # [ref]: added to every speedup in the power mean
 SMALL_P = 1e-6  # below it power_mean takes the log form (its docstring)
+_TINY = np.finfo(float).tiny  # the smallest normal float (power_mean's plain-form test)
 
 
 # ----------------------------------------------------------------------------- throughput model
@@ -159,7 +160,7 @@ def power_mean(speedups: np.ndarray, p: float) -> np.ndarray:
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
         m = np.mean(s**p, axis=-1)
         out = m ** (1.0 / p)
-    odd = ~((m >= np.finfo(float).tiny) & (m < np.inf))
+    odd = ~((m >= _TINY) & (m < np.inf))
     if odd.any():
         top = (s.max if p > 0 else s.min)(axis=-1, keepdims=True)
         with np.errstate(under="ignore"):
