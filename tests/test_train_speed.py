@@ -27,8 +27,12 @@ def test_a_run_splits_into_its_rollouts_and_updates_and_steps_on_the_cpu():
     assert 0 < r["rollout_s"] < r["wall_s"] and r["update_s"] == pytest.approx(r["wall_s"] - r["rollout_s"])
 
 
-def test_the_cli_prints_a_row_per_device(capsys):
-    main(["--config", str(SMOKE), "--timesteps", "128", "--eval-steps", "3"])
+def test_the_cli_prints_a_row_per_device_with_its_threads(capsys):
+    import torch
+
+    before = torch.get_num_threads()
+    main(["--config", str(SMOKE), "--timesteps", "128", "--eval-steps", "3", "--torch-threads", "3"])
     rows = capsys.readouterr().out.strip().splitlines()
     assert rows[0].split()[0] == "device" and len(rows) == 2
-    assert rows[1].split()[:2] == ["cpu", "128"] and rows[1].split()[-1] == "3"
+    assert rows[1].split()[:3] == ["cpu", "3", "128"] and rows[1].split()[-1] == "3"
+    assert torch.get_num_threads() == before  # given back after the run
