@@ -35,6 +35,7 @@ seed + i; evaluation uses the config's held-out `eval.seeds`, which must differ 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import json
@@ -475,19 +476,26 @@ def new_model(cfg: TrainConfig, env):
         raise ConfigError(f"hyperparameters / policy_kwargs: {cfg.algo} rejects them: {e}") from None
 
 
-def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool = True):
-    """Train (or resume) into `out`; returns the model. See the module docstring for what is
-    saved and restored. With `torch_threads`, torch runs on that many CPU threads meanwhile (two
-    threads on two busy cores spin at their barriers: README, "Training a scheduler")."""
+@contextlib.contextmanager
+def torch_threads(n: int | None):
+    """torch on n CPU threads meanwhile (None: as it is), its count given back after (two threads
+    on two busy cores spin at their barriers: README, "Training a scheduler")."""
     import torch as th
 
     before = th.get_num_threads()
-    if cfg.torch_threads:
-        th.set_num_threads(cfg.torch_threads)
+    if n:
+        th.set_num_threads(n)
     try:
-        return _train(cfg, out, resume, progress_bar)
+        yield
     finally:
         th.set_num_threads(before)
+
+
+def train(cfg: TrainConfig, out: Path, resume: bool = False, progress_bar: bool = True):
+    """Train (or resume) into `out`; returns the model. See the module docstring for what is
+    saved and restored. With `torch_threads`, torch runs on that many CPU threads meanwhile."""
+    with torch_threads(cfg.torch_threads):
+        return _train(cfg, out, resume, progress_bar)
 
 
 def _train(cfg: TrainConfig, out: Path, resume: bool, progress_bar: bool):

@@ -28,7 +28,7 @@ import torch as th
 from stable_baselines3.common.callbacks import BaseCallback
 
 from agents.learned import env_for, fit_spaces
-from agents.train import TrainConfig, algo_class, load_config, make_vec, new_model
+from agents.train import TrainConfig, algo_class, load_config, make_vec, new_model, torch_threads
 
 
 class _RolloutClock(BaseCallback):
@@ -82,13 +82,9 @@ def measure(cfg: TrainConfig, eval_seed: int, eval_steps: int) -> dict:
     venv = make_vec(cfg, cfg.seed)
     model = new_model(cfg, venv)
     clock = _RolloutClock()
-    before = th.get_num_threads()
-    th.set_num_threads(cfg.torch_threads or before)  # as agents.train.train does
     t0 = time.perf_counter()
-    try:
+    with torch_threads(cfg.torch_threads):  # as agents.train.train runs a config
         model.learn(cfg.total_timesteps, callback=clock)
-    finally:
-        th.set_num_threads(before)
     wall = time.perf_counter() - t0
     venv.close()
     with tempfile.TemporaryDirectory() as tmp:
