@@ -199,7 +199,8 @@ def never_fits(cluster: Cluster, m: ModelSpec, p: int, w: int, shared_gpus: bool
     room for it. These conditions are necessary, not sufficient (an exact check is bin packing),
     so a job refused here truly never runs. A workload's job asks for at most one worker per GPU
     (its request is a GPU count); `shared_gpus` (the engine's allocations) lets GPU workers share
-    GPUs, as time-slicing does, so only CPU, memory and bandwidth bound their number."""
+    GPUs, as time-slicing does, so only CPU, memory and bandwidth bound their number (every task a
+    ModelSpec makes reserves CPU or memory, config.ModelSpec checks, so the bound is finite)."""
     free = _free(cluster, shared_gpus)
     total = p * _need(m.ps) + w * _need(m.worker)
     have = free.sum(axis=1)

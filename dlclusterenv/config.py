@@ -260,6 +260,14 @@ class ModelSpec(_Strict):
             raise ValueError(f"gpu_step_s: GPU types must be lower case, got {sorted(self.gpu_step_s)}")
         if self.comm == "allreduce" and not self.sync:
             raise ValueError("comm is 'allreduce' but sync is false (all-reduce is synchronous)")
+        # time-slicing shares a GPU without a limit, so only CPU and memory bound how many tasks of
+        # a role an allocation may ask for (cluster.never_fits); with neither, allocate=(1, 10**9)
+        # was accepted and built 10**9 tasks
+        for role in ("worker", "ps") if self.comm == "ps" else ("worker",):
+            d = getattr(self, role)
+            if d.cpu <= 0 and d.mem_gb <= 0:
+                raise ValueError(f"{role} reserves no CPU and no memory (cpu 0, mem_gb 0): give it "
+                                 "one of them, which bounds how many such tasks fit on a node")
         return self
 
 

@@ -197,7 +197,7 @@ def _model(params: float, compute_s: float, c: Constants, comm: str) -> ModelSpe
     return ModelSpec.model_validate({
         "source": "fidelity", "param_bytes": 4.0 * params, "step_compute_s": compute_s,
         "ps_update_s": 0.0, "comm": comm, "steps_per_epoch": 1,
-        "ps": {"cpu": 0, "mem_gb": 0}, "worker": {"cpu": 0, "mem_gb": 0, "gpu": 1},
+        "ps": {"cpu": 0, "mem_gb": 1}, "worker": {"cpu": 0, "mem_gb": 1, "gpu": 1},  # memory unused here
         "overlap": c.overlap, "overlap_max": c.overlap_max,
         "loss": {"b0": 1, "b1": 1, "b2": 0}, "convergence": {"rel_delta": 0.1, "max_epochs": 1},
     })

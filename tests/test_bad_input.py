@@ -250,6 +250,32 @@ def test_inf_or_nan_in_a_model_file_is_refused_naming_the_key(tmp_path, keys, va
         load_zoo(path)
 
 
+def _zero_demand(role: str, comm: str, mem_gb: float):
+    def edit(data):
+        m = data["models"]["ResNet-50"]
+        m["comm"], m[role] = comm, {**m[role], "cpu": 0, "mem_gb": mem_gb}
+    return edit
+
+
+@pytest.mark.parametrize("role, comm", [("worker", "ps"), ("ps", "ps"), ("worker", "allreduce")])
+def test_a_task_that_reserves_neither_cpu_nor_memory_is_refused_naming_the_role(tmp_path, role, comm):
+    """GPU workers time-slice a GPU without a limit, so CPU and memory are what bound a role's task
+    count: with neither, cluster.never_fits let allocate=(1, 10**9) through and the engine built
+    10**9 tasks. One of the two is enough."""
+    path = _edited(tmp_path, CONFIG_DIR / "models.yaml", _zero_demand(role, comm, 0))
+    with pytest.raises(ConfigError, match=rf"^{re.escape(path)}: models\.ResNet-50: Value error, {role} "
+                                          r"reserves no CPU and no memory \(cpu 0, mem_gb 0\)"):
+        load_zoo(path)
+    path = _edited(tmp_path, CONFIG_DIR / "models.yaml", _zero_demand(role, comm, 0.5))
+    assert getattr(load_zoo(path).models["ResNet-50"], role).cpu == 0
+
+
+def test_an_allreduce_model_may_leave_its_unused_ps_empty(tmp_path):
+    """An all-reduce job has no PS (Gavel's zoo writes ps {cpu: 0, mem_gb: 0})."""
+    path = _edited(tmp_path, CONFIG_DIR / "models.yaml", _zero_demand("ps", "allreduce", 0))
+    assert load_zoo(path).models["ResNet-50"].ps.mem_gb == 0
+
+
 @pytest.mark.parametrize(
     "text, needle",
     [
