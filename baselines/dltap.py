@@ -11,7 +11,8 @@ workers are, to cut cross-node worker-PS traffic.
 Choices where the paper leaves it open:
 - weight_of_dltap defaults to 10 (= Kubernetes' MaxPriority): Eq. 3 is a fraction in [0, 1]
   while every default priority scores 0-10, so 10 puts DLTAP's term on the same scale as one more
-  priority function of weight 1. With weight 1 the term only breaks ties of the default score.
+  priority function of weight 1. With weight 1 the term is at most 1 against integer default
+  scores: it breaks their ties, or ties a node one point behind (then broken at random).
   The scores are kept real-valued as Eq. 2-3 write them (not truncated to integers).
 - Workers counted by Algorithm 1 are those already bound, i.e. this job's workers placed earlier in
   the same round (DLTAP schedules all workers before any PS).

@@ -54,7 +54,9 @@ Choices where the paper is ambiguous:
   002: "Because their aggregate performance improves, packing is retained; otherwise ... packing is
   undone and the jobs continue to use time-slicing"); otherwise it is undone and that set is never retried. A packed GPU that gets
   another job (over-subscription) returns to time-slicing, so the larger set is profiled
-  time-sliced for an interval before it is packed. The greedy's re-pairing moves (moving the
+  time-sliced for an interval before it is packed; so does one that loses a job while two or more
+  stay (seed 002: "The scheduler continues to profile their performance": the smaller set was
+  never measured packed against time-sliced; before, it stayed packed, unjudged, until empty). The greedy's re-pairing moves (moving the
   lowest-utilisation job onto the lowest-utilisation GPU) are not made: this engine charges a full
   checkpoint for a GPU change inside a server, where Gandiva pays a suspend/resume.
 - Defragmentation (seed 002, Job Migration (iii): "defragmentation of the cluster so that incoming
@@ -477,10 +479,13 @@ class Gandiva(Scheduler):
         for gpu, tr in list(self.trials.items()):
             if frozenset(plan.res[gpu]) != tr.jobs or len(plan.res[gpu]) != len(tr.jobs) or not plan.packed[gpu]:
                 self.trials.pop(gpu)
+                if plan.packed[gpu] and len(plan.res[gpu]) >= 2:  # a member left: profile again
+                    self._unpack(plan, d, gpu)
                 continue
             if not all(jobs[j].steps_done > tr.steps[j] for j in tr.jobs):
                 continue  # not measured packed yet
-            gain = np.mean([jobs[j].last_speed / tr.ts_speed[j] for j in tr.jobs])
+            # in job-id order: a frozenset iterates in an order that depends on PYTHONHASHSEED
+            gain = np.mean([jobs[j].last_speed / tr.ts_speed[j] for j in sorted(tr.jobs)])
             tr.steps = {j: jobs[j].steps_done for j in tr.jobs}
             if gain <= 1.0:  # loses to time-slicing: undo, never retry this set
                 self.rejected.add(tr.jobs)

@@ -31,11 +31,22 @@ Seed 002 ("Optimus", lecture 10) gives the allocation heuristic and the placemen
    benchmarks/optimus_speed_features.py.
 3. Allocation, seed 002 "Marginal Gain based Heuristic": every job first gets 1 PS + 1 worker
    (arrival order, while they fit); then repeatedly the job with the largest marginal gain, the
-   cut in Q_j / f per unit of the added task's dominant resource *share of cluster capacity*, gets
-   one PS or one worker, whichever gains more, until nothing more fits or no gain is positive
-   ([code] divides by the raw amount of the dominant resource).
+   cut in Q_j / f per unit of the added task's dominant resource, gets one PS or one worker,
+   whichever gains more, until nothing more fits or no gain is positive. Seed 002 divides by
+   N_j^D / O_j^D', the *amount* of its dominant resource one PS / worker consumes (so does [code]:
+   `(rem_time - ps_rem_time) / resource_reqs[dom_res]`). Amounts of different resources are in
+   different units (cores, GB, GPUs, MB/s), so what that compares depends on the units chosen:
+   a PS of 3 cores against a worker of 1 GPU is 3 : 1, and 9 : 1 if its memory dominates. Our
+   choice (`gain_per="share"`, the default): the amount as a share of the cluster's capacity, the
+   unit-free reading of "per unit dominant resource consumption". `gain_per="amount"` divides
+   by the amount in the config's units, as the seed writes it (README "Optimus' gain per unit").
 4. Placement, seed 002 Fig. 10: a job on the fewest servers with the same number of PS and of
-   workers on each ([code] __place: PS i and worker i on candidate i mod k, k = 1, 2, ...).
+   workers on each ([code] __place: PS i and worker i on candidate i mod k, k = 1, 2, ...). As in
+   [code], "fewest" is searched over the first k candidates of one server order (the job's
+   servers, then the most free), not over every set of k servers: a job that one server further
+   down the order could hold alone may get two (finding the fewest over all sets is a set
+   selection per trial, at 16,000 servers; not done). Counts per server differ by one where k does
+   not divide p or w (i mod k, as [code]).
 
 Choices where the sources leave room:
 - Identifiable speed samples. A job measures only the (p, w) it ran. The paper profiles each new job
@@ -344,6 +355,22 @@ def dominant_share(d: Demand, totals: np.ndarray) -> float:
     v = resource_vec(d)
     used = totals > 0
     return float((v[used] / totals[used]).max())
+
+
+GAIN_PER = ("share", "amount")
+_UNITS = np.array([1.0, 1.0, 1e-6, 1.0])  # resource_vec -> the config's units (bandwidth in MB/s)
+
+
+def dominant_cost(d: Demand, totals: np.ndarray, per: str = "share") -> float:
+    """What a marginal gain is divided by (module docstring, item 3): the task's dominant share
+    ("share"), or the amount of its dominant resource in the config's units ("amount": seed 002's
+    N_j^D and O_j^D'; the dominant resource is the one of largest share)."""
+    if per == "share":
+        return dominant_share(d, totals)
+    v = resource_vec(d)
+    used = np.flatnonzero(totals > 0)
+    r = used[int(np.argmax(v[used] / totals[used]))]
+    return float(v[r] * _UNITS[r])
 
 
 # ----------------------------------------------------------------------------- placement
@@ -716,9 +743,9 @@ def marginal_gain(
     remaining: float, f0: float, f1: float, d: Demand, totals: np.ndarray,
     share: float | None = None,
 ) -> float:
-    """Seed 002: (Q/f(p, w) - Q/f(p', w')) / the added task's dominant share of the cluster
-    ([code] divides by the raw amount of the dominant resource; not copied). `share`: that share
-    when already known."""
+    """Seed 002: (Q/f(p, w) - Q/f(p', w')) / the added task's dominant resource, here its dominant
+    share of the cluster (module docstring, item 3). `share`: the divisor when already known (from
+    dominant_cost)."""
     if not f0 or not f1:
         return -math.inf
     if share is None:
@@ -756,7 +783,8 @@ class AllocJob:
 
 
 def allocate(
-    jobs: list[AllocJob], cluster: Cluster, cap: Capacity, totals: np.ndarray, fast: bool = True
+    jobs: list[AllocJob], cluster: Cluster, cap: Capacity, totals: np.ndarray, fast: bool = True,
+    gain_per: str = "share",
 ) -> dict[str, Layout]:
     """Seed 002 "Marginal Gain based Heuristic for Resource Allocation", placing as it grows.
 
@@ -764,7 +792,7 @@ def allocate(
     first gets 1 PS + 1 worker, then its profiling shape; then the largest gain goes first. A task
     counts as fitting only if the job's new (p, w) can be placed (see layout_for). Returns the
     layout of every job that got at least 1 PS and 1 worker. `fast`: through _Free (the same
-    plan as the plain functions, `fast=False`, at any scale)."""
+    plan as the plain functions, `fast=False`, at any scale). `gain_per`: dominant_cost's `per`."""
     plan: dict[str, Layout] = {}
     free = (_Free if fast else _Plain)(cluster, cap)
 
@@ -783,7 +811,7 @@ def allocate(
     for job in jobs:
         commit(job, layout(job, 1 if job.uses_ps else 0, 1))
     given: dict[str, set[tuple[int, int]]] = {}
-    shares: dict[Demand, float] = {}  # dominant share per task demand
+    shares: dict[Demand, float] = {}  # dominant_cost per task demand
     seen: dict[tuple[str, int, int], list] = {}  # options of a job at a shape (fitted speeds)
     for job in jobs:  # emulated profiling: the first shape that fits and no job of its group got
         if job.job_id in plan and job.starts:
@@ -812,7 +840,7 @@ def allocate(
             f1 = job.speed(*pw, got[0] if got else None)
             sh = shares.get(d)
             if sh is None:
-                sh = shares[d] = dominant_share(d, totals)
+                sh = shares[d] = dominant_cost(d, totals, gain_per)
             gain = marginal_gain(job.work(), f0, f1, d, totals, sh) if f0 and f1 else -math.inf
             out.append((job.factor * gain, pw, got))
         out.sort(key=lambda o: -o[0])
@@ -992,8 +1020,10 @@ class Optimus(Scheduler):
         early_factor: float = 0.95,
         early_epochs: int = 5,
         loss_fit_max_points: int | None = None,
+        gain_per: str = "share",
     ):
-        """`interval_s` finite: an infinite period would never replan the running jobs."""
+        """`interval_s` finite: an infinite period would never replan the running jobs. `gain_per`:
+        what a marginal gain is divided by, "share" or "amount" (module docstring, item 3)."""
         owner = type(self).__name__
         check_real(interval_s, "interval_s", owner, gt=0)
         check_real(early_factor, "early_factor", owner, gt=0, le=1)
@@ -1005,6 +1035,9 @@ class Optimus(Scheduler):
         self.early_factor = early_factor
         self.early_epochs = early_epochs
         self.loss_fit_max_points = loss_fit_max_points
+        if gain_per not in GAIN_PER:
+            raise ValueError(f"{owner}: gain_per must be one of {GAIN_PER}, got {gain_per!r}")
+        self.gain_per = gain_per
         self.reset()
 
     def reset(self, seed: int | None = None) -> None:
@@ -1124,7 +1157,7 @@ class Optimus(Scheduler):
         c = view.cluster
         cap = Capacity.without(view, movable)  # what is free plus what the movable jobs hold now
         jobs = [self._alloc_job(view, j) for j in movable]
-        plan = allocate(jobs, c, cap, cluster_totals(c), self.fast)
+        plan = allocate(jobs, c, cap, cluster_totals(c), self.fast, self.gain_per)
         d = Decision()
         for j in movable:
             if j.job_id not in plan:

@@ -167,3 +167,45 @@ def test_beta_changes_the_outcome():
     flowcon_fixed the three give the same decisions (the floor never binds there)."""
     runs = {b: decision_digest("flowcon_5", FlowCon(beta=b), 0) for b in (1.0, 2.0, 8.0)}
     assert len(set(runs.values())) == 3
+
+
+class _Demotions(FlowCon):
+    """Records, at each run of Algorithm 1, the loss points of every container it demoted."""
+
+    def reset(self, seed=None):
+        super().reset(seed)
+        self.demoted: list[int] = []
+        self.runs: list[tuple[float, float]] = []  # (time, itval after the run), one node
+
+    def _run(self, s, here, now):
+        was = set(s.wl + s.cl)
+        super()._run(s, here, now)
+        self.demoted += [len(here[c].observed_loss) for c in s.wl + s.cl if c not in was]
+        self.runs.append((now, s.itval))
+
+
+@pytest.mark.parametrize("scenario", ["flowcon_5", "flowcon_10"])
+def test_a_job_with_one_loss_point_is_not_demoted(scenario):
+    """With one epoch-end point E(t) had no slope and read as the point itself, so P = 0 and the job
+    went NL -> WL -> CL before its second epoch ended (6-130 times a run on these scenarios). Now a
+    container needs an E at two runs, each from two points, before it can be demoted."""
+    for seed in range(3):
+        f = _Demotions()
+        dlclusterenv.make_sim(scenario, seed).run(f)
+        assert f.demoted and min(f.demoted) >= 2, (seed, f.demoted[:10])
+
+
+def test_algorithm1_runs_every_itval_without_engine_ticks():
+    """Alg. 2's timer asks for its own decision point (Decision.wake_at): on a scenario without a
+    tick, Algorithm 1 still runs one itval after the last run (it waited for the next arrival or
+    exit: gaps of 22-2,119 s against itval = 20 s on `dltap`)."""
+    sc = {"name": "t", "cluster": "flowcon", "engine": {"tick_s": None},
+          "workload": {"kind": "fixed", "jobs": [{"model": "VAE", "arrival_s": 0}, {"model": "MNIST", "arrival_s": 200}]}}
+    sim = dlclusterenv.make_sim(sc, 0)
+    f = _Demotions()
+    sim.run(f)
+    listeners = {0.0, 200.0, *(j.finish_s for j in sim.jobs.values())}
+    gaps = [(t1 - t0, itval) for (t0, itval), (t1, _) in zip(f.runs, f.runs[1:]) if t1 not in listeners]
+    assert len(gaps) >= 10
+    for gap, itval in gaps:
+        assert gap == pytest.approx(itval, abs=1e-6)

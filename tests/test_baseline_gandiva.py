@@ -203,6 +203,30 @@ def test_packing_undone_when_it_loses_high_utilisation():
     assert abs(packing_pair("ResNext-50")["time_slicing"] / 83.6 - 1) < 0.1
 
 
+class _Unjudged(Gandiva):
+    """Counts, after each packing pass, GPUs left packed with two or more jobs and no trial."""
+
+    def reset(self, seed=None):
+        super().reset(seed)
+        self.packs = self.unjudged = 0
+
+    def _pack(self, plan, d, jobs):
+        super()._pack(plan, d, jobs)
+        packed = [g for g, r in enumerate(plan.res) if plan.packed[g] and len(r) >= 2]
+        self.packs += len(packed)
+        self.unjudged += sum(g not in self.trials for g in packed)
+
+
+def test_a_packed_gpu_that_loses_a_job_is_profiled_again():
+    """Seed 002: packing is kept only while profiling shows it pays. When one job of a packed set
+    left, the others stayed packed with no trial and were never judged again (15 and 23 decision
+    points on these runs); now they return to time-slicing and are packed (and judged) afresh."""
+    for seed in (0, 1):
+        g = _Unjudged()
+        dlclusterenv.make_sim("gandiva", seed).run(g)
+        assert g.packs > 0 and g.unjudged == 0, (seed, g.packs, g.unjudged)
+
+
 def test_gandiva_completes_default_scenario_directly():
     m = dlclusterenv.make_sim("default", 0).run(Gandiva())
     assert m.jobs_finished == 60 and m.jobs_unfinished == 0

@@ -24,6 +24,7 @@ from baselines.optimus import (
     allocate,
     cluster_totals,
     convergence_epoch,
+    dominant_cost,
     fit_loss,
     fit_speed,
     layout_for,
@@ -88,13 +89,36 @@ def test_failed_placement_takes_nothing():
 
 
 def test_marginal_gain_per_dominant_share():
-    """Seed 002: gain = (Q/f - Q/f') / the dominant resource's share, not its raw amount: a worker
-    <2 CPU, 8 GB, 1 GPU> on 64 CPU / 256 GB / 4 GPUs has share max(2/64, 8/256, 1/4) = 1/4."""
+    """gain = (Q/f - Q/f') / the dominant resource's share (our default, module docstring item 3):
+    a worker <2 CPU, 8 GB, 1 GPU> on 64 CPU / 256 GB / 4 GPUs has share max(2/64, 8/256, 1/4) = 1/4."""
     cluster = make_cluster(nodes_per_rack=1, cpus=64, memory_gb=256, gpus=4, gpu_memory_gb=16)
     worker = Demand(cpu=2, mem_gb=8, gpu=1)
     totals = cluster_totals(cluster)
     gain = marginal_gain(1000.0, 1.0, 1.6, worker, totals)
     assert gain == pytest.approx(1000 * (1 - 1 / 1.6) / 0.25) == pytest.approx(1500.0)
+
+
+def test_gain_per_amount_divides_by_the_dominant_resources_amount_in_config_units():
+    """Seed 002's N_j^D / O_j^D': the amount of the resource of largest share, in the config's units:
+    the worker's GPU (1), a PS <3 CPU, 9 GB>'s CPU (3/64 > 9/256: 3 cores), a bandwidth-capped
+    task's MB/s (not B/s)."""
+    cluster = make_cluster(nodes_per_rack=1, cpus=64, memory_gb=256, gpus=4, gpu_memory_gb=16)
+    totals = cluster_totals(cluster)
+    assert dominant_cost(Demand(cpu=2, mem_gb=8, gpu=1), totals, "amount") == 1.0
+    assert dominant_cost(Demand(cpu=3, mem_gb=9), totals, "amount") == 3.0
+    assert dominant_cost(Demand(cpu=3, mem_gb=9), totals, "share") == pytest.approx(3 / 64)
+    nic = totals[2] / 1e6  # MB/s of the whole cluster
+    assert dominant_cost(Demand(cpu=0.1, mem_gb=0.1, bw_MBps=nic / 2), totals, "amount") == pytest.approx(nic / 2)
+
+
+def test_gain_per_changes_optimus_decisions_and_is_checked():
+    """README "Optimus' gain per unit": on `default` the two divisors give other allocations (seed 1:
+    avg JCT 719 s with shares, 841 s with amounts)."""
+    share, amount = (dlclusterenv.make_sim("default", 1).run(Optimus(gain_per=g)).avg_jct_s
+                     for g in ("share", "amount"))
+    assert amount > share + 50
+    with pytest.raises(ValueError, match=r"Optimus: gain_per must be one of \('share', 'amount'\), got 'raw'"):
+        Optimus(gain_per="raw")
 
 
 def gpu_job(job_id: str, remaining: float, speed) -> AllocJob:

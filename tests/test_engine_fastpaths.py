@@ -194,12 +194,13 @@ def test_views_share_the_loss_history_until_an_epoch_is_added():
 # At bias7 (speed biases from generators of their own: speeds and losses moved) the observations
 # became a third digest; Gandiva and Tiresias keep the first two as computed on main 9c985a2 with
 # this scheme, and FlowCon, which reads losses, decides differently (all three re-recorded). The
-# third digests moved again with bias7's last-epoch fix (a job's last loss point counts).
+# third digests moved again with bias7's last-epoch fix (a job's last loss point counts). FlowCon's
+# two were re-recorded at s20 (its own fixes: one-point losses, its timer; engine unchanged).
 ASYNC = {
     # PS factor, contended
-    ("flowcon_15", "ps", "flowcon"): ("78a2b0283e88", "57c5f5157a9b", "5b00368de146"),
+    ("flowcon_15", "ps", "flowcon"): ("e33d122e0540", "162b6f23d58e", "d0c02a595743"),
     # no PS, contended
-    ("flowcon_15", "allreduce", "flowcon"): ("725e6baa9fcb", "d4cd51b4aacf", "b2f960525fbf"),
+    ("flowcon_15", "allreduce", "flowcon"): ("f3eac6a34440", "334770e66728", "8c7abfc3243d"),
     # GPU workers alone, CPU ones beside
     ("default", "ps", "gandiva"): ("13ec538b3841", "64d209aa35d1", "36fc79cf5ca6"),
     # preempted, resumed

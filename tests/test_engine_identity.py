@@ -23,6 +23,10 @@ case holds as recorded, and every TOTALS case of the others keeps its totals and
 as computed on main 9c985a2 with this scheme (only its observations digest moved). The
 observations digests moved again with bias7's second change (a job whose total work is reached
 only by the engine's exact snap at its end now reports its last epoch's loss point); nothing else.
+
+At s20 (2026-11-28) two baseline fixes moved their own cases, the engine unchanged: FlowCon (a job
+with one loss point is no longer read as making no progress; Algorithm 1 runs on its own timer via
+wake_at) and Gandiva (a packed GPU that loses a job returns to time-slicing to be profiled again).
 """
 
 from __future__ import annotations
@@ -52,14 +56,14 @@ CASES = {
     ("default", "gavel"): "f30de0794458a062",
     ("default", "k8s-default"): "1acb92ed149fd972",
     ("default", "na"): "efc155cc5811db3b",
-    ("gandiva", "gandiva"): "6dde9c7143c5126c",  # re-recorded at gts5: server-wide time-slicing
+    ("gandiva", "gandiva"): "9eaeb62a07946a7c",  # re-recorded at gts5, and at s20 (Gandiva re-profiles)
     ("gandiva", "tiresias"): "25e546c3aa16f70a",
     ("hetero_mixed", "gavel"): "839df47677edff40",
     ("hetero_mixed", "gandiva"): "48d34b55baa7ed5b",
     ("alibaba_types", "fifo"): "8cf580c840f5dac8",
     ("d2s_fr", "d2s"): "c0eee69b7b6718cd",  # re-recorded at audit5: D2S exchange bytes / w
     ("d2s_mixed", "d2s"): "8479b62b29b75e86",  # (same)
-    ("flowcon_5", "flowcon"): "1535bcf862987be1",  # re-recorded at bias7: FlowCon reads losses
+    ("flowcon_5", "flowcon"): "68a78b4294827922",  # re-recorded at bias7, and at s20 (FlowCon fixes)
     ("optimus", "optimus"): "84bbf4257dc6c882",  # re-recorded at optspd5, bias7
 }
 # (totals and timeline, per-job integrals, per-job observations); the observations re-recorded at
@@ -67,10 +71,10 @@ CASES = {
 TOTALS = {
     ("default", "fifo"): ("ede2a253a539", "5fdf26b6cd33", "3475bb3e5a58"),
     ("default", "tiresias"): ("82c9d6dbbe82", "83d5d325dd77", "faed76d61040"),
-    ("gandiva", "gandiva"): ("c7d515360bd0", "c57b58aaba21", "3d0cf417ebe4"),  # gts5 (time_slice)
+    ("gandiva", "gandiva"): ("a8a057c4ba43", "4a72e818bcce", "29ea6e12f4de"),  # gts5, s20 (Gandiva)
     ("hetero_mixed", "gavel"): ("d55b76ea2d4e", "3a82e41d2439", "a12bf4212740"),
     ("d2s_fr", "d2s"): ("1d98280200ad", "dc352cc2e064", "c68c7a49c278"),  # audit5 (D2S)
-    ("flowcon_5", "flowcon"): ("a792cbf7e5c9", "4545bfa0c736", "1be1c4c97114"),
+    ("flowcon_5", "flowcon"): ("222c7bf9cf6c", "2a207da18e76", "76791c242bf7"),  # s20 (FlowCon)
     ("optimus", "optimus"): ("e14555ff2280", "20050102a261", "dfc06626d52d"),  # optspd5 (Optimus)
     ("alibaba_types", "fifo"): ("ccfc51fa4dcb", "4fd8def5bfcf", "201d48f85fe2"),
 }
