@@ -13,7 +13,8 @@ Paper -> code:
 - FlowCon's timer: each decision asks the engine to wake it when the earliest node's itval has
   elapsed (`Decision.wake_at`), so Algorithm 1 runs on time whatever the scenario's tick (before,
   it waited for the next engine decision point: up to a 600 s tick, or the next arrival or exit on
-  a tick-less scenario, against itval = 20 s).
+  a tick-less scenario, against itval = 20 s). `wake=False` keeps that (no Gym env can express a
+  wake-up, so that is how FlowCon runs through dlclusterenv.adapter).
 
 Choices where the paper is ambiguous (each one is the reading the paper's numbers support):
 - E(t) is the loss at the job's current iteration. FlowCon's container monitor reads the loss the
@@ -58,7 +59,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dlclusterenv.api import ClusterView, Decision, JobView
-from dlclusterenv.checks import check_real
+from dlclusterenv.checks import check_bool, check_real
 
 from .na import NA
 
@@ -151,11 +152,15 @@ def presume(measured: dict[str, float | None], alpha: float) -> dict[str, float]
 class FlowCon(NA):
     name = "flowcon"
 
-    def __init__(self, alpha: float = 0.05, itval: float = 20.0, beta: float = 2.0, placer: str = "spread"):
+    def __init__(self, alpha: float = 0.05, itval: float = 20.0, beta: float = 2.0, placer: str = "spread",
+                 wake: bool = True):
+        """`wake=False`: no wake-up asked for (Algorithm 1 runs at the engine's next decision point
+        once itval has elapsed), for front doors that cannot express one (the Gym adapter)."""
         for field_, v in (("alpha", alpha), ("itval", itval), ("beta", beta)):
             check_real(v, field_, type(self).__name__, gt=0)
+        check_bool(wake, "wake", type(self).__name__)
         super().__init__(placer)
-        self.alpha, self.itval0, self.beta = alpha, itval, beta
+        self.alpha, self.itval0, self.beta, self.wake = alpha, itval, beta, wake
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
@@ -189,7 +194,7 @@ class FlowCon(NA):
                 self._run(s, here, now)
                 self._emit(d, node, s, here)
         due = [s.last_run + s.itval for s in self.workers.values() if s.members()]
-        if due:  # Alg. 2's timer: the next run of Alg. 1 on any node
+        if due and self.wake:  # Alg. 2's timer: the next run of Alg. 1 on any node
             d.wake_at = min(due)
         self._last_t = now
         return d

@@ -11,7 +11,10 @@ Each task is a pod, scheduled one at a time:
      balanced        = int((1 - |req_cpu / cap_cpu - req_mem / cap_mem|) * 10), 0 if a fraction >= 1
    with integer milli-CPU and bytes, integer division, and `req` = the node's requests plus this
    pod's. Both look at CPU and memory only (GPUs count in the filter, not in the scores).
-3. The highest total wins; ties are broken at random (selectHost), from the episode seed.
+3. The highest total wins; ties are broken at random, from the episode seed, as DLTAP writes for
+   its own ranking (seed 000, "if there are more than one nodes with equal highest scores, a
+   random one among them is chosen") and as later kube-scheduler's selectHost does (reservoir
+   sampling); the v1.8-era selectHost took the tied nodes round-robin instead.
 
 Choices where the paper leaves it open:
 - Order: pending jobs in arrival order (the scheduling queue is FIFO); a job's pods workers first,

@@ -26,7 +26,13 @@ goodput.py, sched/adaptdl_sched/policy/pollux.py, cited as [ref]) was read, not 
    first start, preemption included) this scheduler gave it so far, delta = `restart_delay_s` (30 s,
    [ref] simulator/pollux.py). A pending job's first start is a change too, penalised with R = 0 at age
    max(T_j, interval_s) (`_penalty`: rounds here also come at arrival, where T_j = 0).
-6. Interference avoidance (Sec. 4.2): at most one job spanning several nodes per node.
+6. Interference avoidance (Sec. 4.2): at most one job spanning several nodes per node, enforced
+   as [ref]'s repair masks it (adaptdl sched/policy/pollux.py `_repair`: a cumulative count of
+   distributed jobs per node over the jobs in order): once a node has seen a second multi-node
+   job (a job counts where it asked for replicas, even if the rule then removes it there), every
+   later job's replicas there are removed, single-node jobs included. Stricter than Sec. 4.2's
+   aim (no two distributed jobs on one node); kept as [ref]. One difference in order: [ref]
+   masks before the per-job replica cap, this repair after it (step (1) of `_repair` below).
 7. Search (Sec. 4.2): a genetic algorithm over allocation matrices (jobs x nodes, workers per node):
    single-point crossover over jobs, mutation (reset a job to its current row, clear some entries,
    raise some to a random feasible count), a repair that enforces each job's cap, step 6 and node

@@ -56,6 +56,19 @@ ROLES = ("worker", "ps")
 TOL = np.array([1e-9, 1e-9, 0.0, 1e-3])  # cpu, mem, gpu, bw: the tolerances of Capacity.fits
 
 
+
+def alignment(vecs: np.ndarray, scaled_free: np.ndarray) -> np.ndarray:
+    """Tetris §3.1: <demand / capacity, free / capacity> for every task group (rows of `vecs`)
+    and machine (rows of `scaled_free`, free / capacity^2), summed term by term: a BLAS product
+    (vecs @ scaled_free.T) rounds equal machines' scores up to 1 ulp apart by their place in the
+    matrix, so the first-max tie-break (lower node) failed and decisions depended on the BLAS
+    build."""
+    prod = vecs[:, None, :] * scaled_free[None, :, :]
+    out = prod[..., 0]
+    for r in range(1, prod.shape[2]):
+        out = out + prod[..., r]
+    return out
+
 class Tetris(Scheduler):
     name = "tetris"
 
@@ -168,8 +181,7 @@ class Tetris(Scheduler):
             for i, g in enumerate(groups):
                 if g[0].job_id not in eligible:
                     fit[i] = False
-            # Tetris §3.1: alignment = <demand / capacity, free / capacity> per machine.
-            align = vecs @ (free * inv2).T
+            align = alignment(vecs, free * inv2)  # Tetris §3.1
             rows = np.flatnonzero(fit.any(axis=1))
             mean_a = float(align[fit].mean())
             mean_w = float(work[rows].mean())

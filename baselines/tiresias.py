@@ -26,8 +26,16 @@ Choices where the sources leave room (reference: the authors' simulator, Symbiot
   nodes (CPU, memory, GPUs, bandwidth) and a job that does not fit is skipped, not blocking. A
   waiting job preempts only running jobs of lower priority, the lowest first, and only as many as
   it needs to fit; when even all of them would not make room, nobody is preempted.
-- Demotion is seen at decision points (arrivals, completions, the scenario's tick), not at the
-  exact instant a threshold is crossed: the Scheduler API has no way to ask for a wake-up.
+- Demotion and promotion at their instant: while a job waits, each decision asks for a decision
+  point (`Decision.wake_at`) when the next running job crosses its queue's threshold (its GPUs x
+  time reaches it) or, with PromoteKnob, the next waiting job becomes due for promotion, as the
+  authors' simulator steps to each such instant (run_sim.py `next_job_jump`). With no job
+  waiting, neither can change who runs, and a crossing is seen at the next decision point (jobs
+  that crossed meanwhile enter their queue in arrival order). Before 2026-11-28 no wake-up was
+  asked for (the docstring said the API had none), so a demotion waited for the next arrival,
+  completion or tick (600 s on `default`); `wake=False` still decides so (no Gym env can express
+  a wake-up, so that is how Tiresias runs through dlclusterenv.adapter). Under 2D-Gittins a
+  waiting job's index overtaking a running one's inside a queue is still seen at decision points.
 - Placement (§4.3, skew-based): Tiresias consolidates only the jobs whose model is sensitive to
   placement, which it finds from the skew of the model's tensor sizes (a few large tensors make
   the PS holding them a hot spot when spread); the others take free GPUs wherever they are. The
@@ -178,7 +186,7 @@ import numpy as np
 
 from dlclusterenv._kernels import _jit, pairwise_sum
 from dlclusterenv.api import ClusterView, Decision, JobView, Scheduler
-from dlclusterenv.checks import check_int, check_real
+from dlclusterenv.checks import check_bool, check_int, check_real
 from dlclusterenv.placers import (
     Capacity, WorkerOrder, add_placement, get_placer, integral, place_job,
 )
@@ -424,10 +432,13 @@ class Tiresias(Scheduler):
         placer: str = "pack",
         skew_bytes: float | None = 200e6,
         min_history: int = 1,
+        wake: bool = True,
     ):
         """Finite values only: an infinite threshold is a queue no job reaches, an infinite
         `starve_limit` one that never promotes (0 turns it off), an infinite `skew_bytes` no
-        sensitive job (None says so)."""
+        sensitive job (None says so). `wake=False`: no wake-up asked for (demotions seen at the
+        engine's decision points only), for front doors that cannot express one (the Gym
+        adapter, dlclusterenv.adapter)."""
         owner = type(self).__name__
         if isinstance(thresholds, (str, bytes)) or not hasattr(thresholds, "__iter__"):
             raise ValueError(f"{owner}: thresholds must be a list of GPU-seconds, got {thresholds!r}")
@@ -439,6 +450,8 @@ class Tiresias(Scheduler):
         if skew_bytes is not None:
             check_real(skew_bytes, "skew_bytes", owner, ge=0, note="None: no job is held to consolidation")
         check_int(min_history, "min_history", owner, ge=1)
+        check_bool(wake, "wake", owner)
+        self.wake = wake
         self.thresholds = tuple(float(t) for t in thresholds)
         self.starve_limit = starve_limit
         self.placer = get_placer(placer)
@@ -611,6 +624,33 @@ class Tiresias(Scheduler):
         return order, okeys
 
     def decide(self, view: ClusterView) -> Decision:
+        d = self._decide(view)
+        if self.wake and len(self._waiting):  # (len: a job waits; buckets are dropped when empty)
+            d.wake_at = self._next_move(view, d)
+        return d
+
+    def _next_move(self, view: ClusterView, d: Decision) -> float | None:
+        """When the next running job (after `d`) crosses its queue's threshold, or, with
+        PromoteKnob, the next waiting job that has run is due for promotion (module docstring);
+        None if never. A microsecond late, so the crossing has happened when it is read."""
+        now, due = view.time, math.inf
+        gone = set(d.preempt)
+        runs = [(jid, a) for jid, a in zip(self._ids, self._att_now.tolist()) if jid not in gone]
+        runs += [(jid, v.attained_gpu_s) for jid, (v, _) in self._starting.items()]
+        for jid, att in runs:
+            st = self.state.get(jid)
+            gpus = st.kind[0] if st is not None else 0
+            if gpus > 0 and st.queue < len(self.thresholds):
+                due = min(due, now + max(st.gpu_s0 + self._thr[jid] - att, 0.0) / gpus)
+        if self.starve_limit > 0:
+            for jid in self._ran:
+                st = self.state[jid]
+                ran_s = view.job(jid).run_s - st.run_s0
+                if st.queue > 0 and ran_s > 0:
+                    due = min(due, now + max(self.starve_limit * ran_s - st.waited_s, 0.0))
+        return due + 1e-6 if due < math.inf else None
+
+    def _decide(self, view: ClusterView) -> Decision:
         running = self._running(view)
         self._update_queues(view, running)
         keys: dict[str, tuple] = {}

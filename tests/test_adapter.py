@@ -15,6 +15,8 @@ from dlclusterenv.envs.share import DIGIT_BASE, MAX_DIGITS
 
 POLICIES = ("fifo", "random")
 SEEDS = (0, 1)
+# no env expresses a wake-up (Decision.wake_at), so these run through the adapter without theirs
+NO_WAKE = {name: {"wake": False} for name in ("flowcon", "tiresias", "tiresias-gittins")}
 
 
 def direct(policy: str, seed: int, **kw) -> dict:
@@ -163,7 +165,7 @@ class _Counting(Scheduler):
     """A baseline, counting the decisions that only DLClusterShare can express."""
 
     def __init__(self, name: str):
-        self.inner = baselines.make(name)
+        self.inner = baselines.make(name, **NO_WAKE.get(name, {}))
         self.name, self.oracle = self.inner.name, self.inner.oracle
 
     def reset(self, seed=None):
@@ -269,6 +271,17 @@ def test_limit_digits_refuse_what_the_env_cannot_write(value):
 def test_every_baseline_through_share_env_on_tiny(name):
     """DLClusterShare expresses every decision of every baseline: identical metrics on tiny
     (about 0.1 s each)."""
-    want = dlclusterenv.make_sim("tiny", 0).run(baselines.make(name)).summary()
+    kw = NO_WAKE.get(name, {})
+    want = dlclusterenv.make_sim("tiny", 0).run(baselines.make(name, **kw)).summary()
     assert want["jobs_finished"] > 0
-    assert SchedulerAdapter(make_env("DLClusterShare-v0"), baselines.make(name)).run(0).summary() == want
+    assert SchedulerAdapter(make_env("DLClusterShare-v0"), baselines.make(name, **kw)).run(0).summary() == want
+
+
+@pytest.mark.parametrize("name", sorted(NO_WAKE))
+def test_a_baseline_that_asks_for_wake_ups_is_refused_by_the_adapter(name):
+    """FlowCon's timer and Tiresias' demotions ask for wake-ups by default; through an env that
+    cannot express one the adapter says so (wake=False runs them, above)."""
+    scenario = "flowcon_5" if name == "flowcon" else "default"
+    env = gym.make("DLClusterShare-v0", scenario=scenario, max_jobs=64, max_steps=10**8)
+    with pytest.raises(AdapterError, match=r"ShareEnv cannot express wake_at="):
+        SchedulerAdapter(env, baselines.make(name)).run(1)

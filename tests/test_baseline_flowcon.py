@@ -209,3 +209,18 @@ def test_algorithm1_runs_every_itval_without_engine_ticks():
     assert len(gaps) >= 10
     for gap, itval in gaps:
         assert gap == pytest.approx(itval, abs=1e-6)
+
+
+def test_wake_false_waits_for_the_engines_decision_points():
+    """FlowCon(wake=False), for front doors that cannot express a wake-up (the Gym adapter): no
+    wake_at, so on a tick-less scenario the timer's runs wait for arrivals and exits, and the
+    run differs from the default's."""
+    sc = {"name": "t", "cluster": "flowcon", "engine": {"tick_s": None},
+          "workload": {"kind": "fixed", "jobs": [{"model": "VAE", "arrival_s": 0}, {"model": "MNIST", "arrival_s": 200}]}}
+    on, off = _Demotions(), _Demotions()
+    off.wake = False
+    m_on, m_off = (dlclusterenv.make_sim(sc, 0).run(f) for f in (on, off))
+    assert 3 * len(off.runs) < len(on.runs)
+    assert m_on.jobs[1].jct_s != m_off.jobs[1].jct_s
+    with pytest.raises(ValueError, match="wake"):
+        FlowCon(wake=1)

@@ -127,3 +127,17 @@ def test_default_scenario_both_front_doors():
     assert direct["jobs_finished"] == 60 and direct["jobs_unfinished"] == 0
     env = gym.make("DLClusterJoint-v0", scenario="default", max_jobs=64)
     assert SchedulerAdapter(env, baselines.make("tetris")).run(0).summary() == direct
+
+
+
+def test_equal_machines_get_bitwise_equal_alignment():
+    """A BLAS product gave identical machines scores up to 1 ulp apart (614 of 2,000 random
+    cases here), so ties did not go to the lower node as documented; the term-by-term sum does."""
+    from baselines.tetris import alignment
+
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        vecs = rng.random((int(rng.integers(1, 200)), 4))
+        col = rng.random(4)
+        out = alignment(vecs, np.tile(col, (int(rng.integers(2, 300)), 1)))
+        assert (out == out[:, :1]).all()
