@@ -56,7 +56,8 @@ Choices where the paper is ambiguous:
   another job (over-subscription) returns to time-slicing, so the larger set is profiled
   time-sliced for an interval before it is packed; so does one that loses a job while two or more
   stay (seed 002: "The scheduler continues to profile their performance": the smaller set was
-  never measured packed against time-sliced; before, it stayed packed, unjudged, until empty). The greedy's re-pairing moves (moving the
+  never measured packed against time-sliced; before, it stayed packed, unjudged, until empty).
+  The greedy's re-pairing moves (moving the
   lowest-utilisation job onto the lowest-utilisation GPU) are not made: this engine charges a full
   checkpoint for a GPU change inside a server, where Gandiva pays a suspend/resume.
 - Defragmentation (seed 002, Job Migration (iii): "defragmentation of the cluster so that incoming

@@ -56,7 +56,6 @@ ROLES = ("worker", "ps")
 TOL = np.array([1e-9, 1e-9, 0.0, 1e-3])  # cpu, mem, gpu, bw: the tolerances of Capacity.fits
 
 
-
 def alignment(vecs: np.ndarray, scaled_free: np.ndarray) -> np.ndarray:
     """Tetris §3.1: <demand / capacity, free / capacity> for every task group (rows of `vecs`)
     and machine (rows of `scaled_free`, free / capacity^2), summed term by term: a BLAS product
@@ -68,6 +67,7 @@ def alignment(vecs: np.ndarray, scaled_free: np.ndarray) -> np.ndarray:
     for r in range(1, prod.shape[2]):
         out = out + prod[..., r]
     return out
+
 
 class Tetris(Scheduler):
     name = "tetris"
