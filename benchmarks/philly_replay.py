@@ -39,6 +39,9 @@ def main() -> None:
     ap.add_argument("--end", help="end date (exclusive)")
     ap.add_argument("--optimus-loss-fit-max-points", type=int,
                     help="Optimus' loss_fit_max_points (default: every point)")
+    ap.add_argument("--no-wake", action="store_true",
+                    help="FlowCon and Tiresias without their wake-ups (wake=False: decisions at the"
+                    " engine's decision points only, as before 2026-11-28)")
     ap.add_argument("--cpu-budget", type=float,
                     help="stop a run after this many CPU-seconds and report how far it got")
     ap.add_argument("--progress", type=float,
@@ -60,6 +63,8 @@ def main() -> None:
         kw = {}
         if name == "optimus" and a.optimus_loss_fit_max_points is not None:
             kw["loss_fit_max_points"] = a.optimus_loss_fit_max_points
+        if a.no_wake and name in ("flowcon", "tiresias", "tiresias-gittins"):
+            kw["wake"] = False
         sched = baselines.make(name, **kw)
         if a.cpu_budget is None:
             m = sim.run(sched)

@@ -40,3 +40,10 @@ def test_cpu_budget_stops_the_run(monkeypatch, capsys):
     assert "fifo" in out and "stopped after" in out and "of 8 jobs finished" in out
     out, _ = _run(monkeypatch, capsys, "--policies", "fifo", "--cpu-budget", "1000")
     assert "stopped" not in out and "unfinished    0" in out
+
+
+def test_no_wake_reaches_flowcon_and_tiresias_only(monkeypatch, capsys):
+    _, made = _run(monkeypatch, capsys, "--policies", "fifo,tiresias,flowcon", "--no-wake")
+    assert made == [("fifo", {}), ("tiresias", {"wake": False}), ("flowcon", {"wake": False})]
+    _, made = _run(monkeypatch, capsys, "--policies", "tiresias")
+    assert made == [("tiresias", {})]
