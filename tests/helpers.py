@@ -122,3 +122,12 @@ def decision_digest(scenario: str, scheduler: Any, seed: int) -> str:
     from decision_log import decision_log, digest
 
     return digest(decision_log(scenario, scheduler, seed))[:16]
+
+
+def as_recorded(policy: str):
+    """baselines.make(policy), Tiresias without its wake-ups (wake=False): the decisions the
+    identity digests were recorded on (its wake-ups, 2026-11-28, add decision points; see
+    test_baseline_tiresias.py)."""
+    import baselines
+
+    return baselines.make(policy, **({"wake": False} if policy.startswith("tiresias") else {}))

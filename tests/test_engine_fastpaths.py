@@ -19,12 +19,7 @@ from dlclusterenv.comm import pattern
 from dlclusterenv.jobs import RUNNING
 from dlclusterenv.speed import job_plan
 from dlclusterenv.workload import load_scenario
-from helpers import needs_philly
-
-def _make(policy: str):
-    """The registered policy; Tiresias without its wake-ups (wake=False), the decisions these
-    digests were recorded on (its wake-ups, 2026-11-28, add decision points: test_baseline_tiresias)."""
-    return baselines.make(policy, **({"wake": False} if policy.startswith("tiresias") else {}))
+from helpers import as_recorded, needs_philly
 
 
 # all virtual clusters, 2017-10-01..02 (271 jobs): all-reduce jobs, mostly one GPU each, so
@@ -52,7 +47,7 @@ def _run(sc, policy: str):
     """Hashes of (the engine's totals and timeline, every job's finish, work and integrals, every
     job's observations: measured speeds and losses)."""
     sim = dlclusterenv.make_sim(sc, 0)
-    sim.run(_make(policy))
+    sim.run(as_recorded(policy))
     t = sim.totals
     totals = (t.job_seconds, t.cross_node_bytes, t.cross_rack_bytes, t.gpu_busy_s, t.cpu_used_s,
               t.net_bytes, t.jain_s, t.jain_time, t.timeline)
@@ -79,7 +74,7 @@ def test_running_list_and_pause_bound_are_kept(scenario, policy):
     """The kept running list equals the running jobs among those holding nodes at every decision
     (starts, ends, preemptions, resizes, migrations), and no running job sleeps past _pause_end."""
     sim = dlclusterenv.make_sim(scenario, 0)
-    sched = _make(policy)
+    sched = as_recorded(policy)
     sched.reset(0)
     changes = 0
     while not sim.done:
@@ -115,7 +110,7 @@ def test_plan_links_merge_as_np_unique(scenario, policy):
     """job_plan merges a plan's (link, bytes, flows) entries in Python; np.unique and bincount
     give the same links, sums and dtypes."""
     sim = dlclusterenv.make_sim(scenario, 0)
-    sched = _make(policy)
+    sched = as_recorded(policy)
     sched.reset(0)
     seen = 0
     while not sim.done and seen < 200:

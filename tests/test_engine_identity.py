@@ -39,13 +39,7 @@ import pytest
 import baselines
 import dlclusterenv
 from dlclusterenv.workload import load_scenario
-from helpers import needs_philly
-
-def _make(policy: str):
-    """The registered policy; Tiresias without its wake-ups (wake=False), the decisions these
-    digests were recorded on (its wake-ups, 2026-11-28, add decision points: test_baseline_tiresias)."""
-    return baselines.make(policy, **({"wake": False} if policy.startswith("tiresias") else {}))
-
+from helpers import as_recorded, needs_philly
 
 
 CASES = {
@@ -103,7 +97,7 @@ def fingerprint(scenario: str, policy: str, max_jobs: int | None = None, time_sl
         sim.overheads = sim.overheads.model_copy(update={"time_slice": time_slice})
     if max_jobs:
         sim.specs = sim.specs[:max_jobs]
-    sim.run(_make(policy))
+    sim.run(as_recorded(policy))
     return _jct_digest(sim)
 
 
@@ -142,7 +136,7 @@ def totals_fingerprint(scenario: str, policy: str) -> tuple[str, str, str]:
 def _digests(scenario: str, policy: str) -> tuple[str, tuple[str, str, str]]:
     """Both fingerprints of one run, seed 0: a case in CASES and TOTALS runs once, not twice."""
     sim = dlclusterenv.make_sim(scenario, 0)
-    sim.run(_make(policy))
+    sim.run(as_recorded(policy))
     t = sim.totals
     totals = (t.job_seconds, t.cross_node_bytes, t.cross_rack_bytes, t.gpu_busy_s, t.cpu_used_s,
               t.net_bytes, t.jain_s, t.jain_time, t.timeline)
