@@ -193,9 +193,9 @@ class FlowCon(NA):
             if s.members():
                 self._run(s, here, now)
                 self._emit(d, node, s, here)
-        due = [s.last_run + s.itval for s in self.workers.values() if s.members()]
-        if due and self.wake:  # Alg. 2's timer: the next run of Alg. 1 on any node
-            d.wake_at = min(due)
+        if self.wake:  # Alg. 2's timer: the next run of Alg. 1 on any node
+            d.wake_at = min((s.last_run + s.itval for s in self.workers.values() if s.members()),
+                            default=None)
         self._last_t = now
         return d
 
