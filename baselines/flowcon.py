@@ -166,6 +166,11 @@ class FlowCon(NA):
         super().reset(seed)
         self.workers: dict[int, WorkerState] = {}
         self._last_t = 0.0
+        # each running job's tasks by node: node -> (a worker there: a container, its tasks'
+        # ids in the job's task order), read from its view once as it starts running (FlowCon
+        # never moves or resizes a running job), with the running ids it was kept for
+        self._layout: dict[str, dict[int, tuple[bool, list[str]]]] = {}
+        self._running_ids: list[str] | None = None
 
     def decide(self, view: ClusterView) -> Decision:
         d = self.place_pending(view, Decision())
@@ -173,13 +178,15 @@ class FlowCon(NA):
         containers = self._containers(view, d)
         cpus = view.cluster.cpus
         dt = now - self._last_t
+        cores = view.task_cores()
+        views: dict[str, JobView] = {}  # the job views read at this decision point
         for node in sorted(set(containers) | set(self.workers)):
             here = containers.get(node, {})
             s = self.workers.setdefault(node, WorkerState(itval=self.itval0, last_run=now))
-            for c, job in here.items():  # integrate R since the last decision point
+            for c, tids in here.items():  # integrate R since the last decision point
                 if c in s.used:
-                    cores = sum(t.cores for t in job.tasks if t.node == node)
-                    s.used[c] += cores / cpus[node] * dt
+                    used = sum(cores.get(t, 0.0) for t in tids)
+                    s.used[c] += used / cpus[node] * dt
             old = set(s.members())
             arrived, left = [c for c in here if c not in old], old - set(here)
             for c in sorted(left):
@@ -191,22 +198,53 @@ class FlowCon(NA):
             elif now - s.last_run < s.itval - 1e-9:
                 continue
             if s.members():
-                self._run(s, here, now)
-                self._emit(d, node, s, here)
+                for c in s.members():
+                    if c not in views:
+                        views[c] = view.job(c)
+                jobs = {c: views[c] for c in s.members()}
+                self._run(s, jobs, now)
+                self._emit(d, node, s, jobs)
         if self.wake:  # Alg. 2's timer: the next run of Alg. 1 on any node
             d.wake_at = min((s.last_run + s.itval for s in self.workers.values() if s.members()),
                             default=None)
         self._last_t = now
         return d
 
-    def _containers(self, view: ClusterView, d: Decision) -> dict[int, dict[str, JobView]]:
-        """node -> {job id: job} for every job with a worker task there once `d` is applied."""
-        out: dict[int, dict[str, JobView]] = {}
-        for job in view.jobs:
+    def _containers(self, view: ClusterView, d: Decision) -> dict[int, dict[str, list[str]]]:
+        """node -> {job id: the ids of its tasks there} for every job with a worker task there
+        once `d` is applied: the running jobs in arrival order, then the pending ones. (Only the
+        order of a node's new containers counts, as they join NL; those are the pending jobs `d`
+        places, in arrival order.) A running job's tasks are read once (its layout, kept while
+        the running jobs are the same), a pending one's as `d` places it."""
+        ids = view.running.job_ids()
+        if ids is not self._running_ids:
+            known, self._layout = self._layout, {}
+            for k, jid in enumerate(ids):
+                lay = known.get(jid)
+                if lay is None:
+                    lay = {}
+                    for t in view.running[k].tasks:
+                        if t.node >= 0:
+                            w, tids = lay.get(t.node, (False, []))
+                            lay[t.node] = (w or t.role == "worker", [*tids, t.task_id])
+                self._layout[jid] = lay
+            self._running_ids = ids
+        placed = []  # (job id, node, its task ids there) of the pending jobs with a worker placed
+        for job in view.pending:
+            lay = {}
             for t in job.tasks:
-                node = d.place.get(t.task_id, t.node)
-                if t.role == "worker" and node >= 0:
-                    out.setdefault(int(node), {})[job.job_id] = job
+                node = int(d.place.get(t.task_id, t.node))
+                if node >= 0:
+                    w, tids = lay.get(node, (False, []))
+                    lay[node] = (w or t.role == "worker", [*tids, t.task_id])
+            placed += [(job.job_id, n, tids) for n, (w, tids) in lay.items() if w]
+        out: dict[int, dict[str, list[str]]] = {}
+        for jid in ids:
+            for node, (w, tids) in self._layout[jid].items():
+                if w:
+                    out.setdefault(node, {})[jid] = tids
+        for jid, node, tids in placed:
+            out.setdefault(node, {})[jid] = tids
         return out
 
     def _efficiency(self, s: WorkerState, c: str, job: JobView, now: float) -> float | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -248,6 +249,7 @@ class ClusterView:
         self.oracle = OracleView(sim) if oracle else None
         self._sim = sim
         self._owners: tuple[tuple[str, ...], ...] | None = None
+        self._cores: Mapping[str, float] | None = None
 
     @property
     def gpu_owners(self) -> tuple[tuple[str, ...], ...]:
@@ -273,6 +275,15 @@ class ClusterView:
         if job is None or job.status == "done":
             raise KeyError(f"no active job {job_id!r}")
         return job.attained_gpu_s
+
+    def task_cores(self) -> Mapping[str, float]:
+        """Cores each task of a running job uses now (TaskView.cores), by task id, without
+        building job views; a task not in it uses none. FlowCon reads every container's usage at
+        every decision point, and its timer makes ~30x the decision points of its peers."""
+        self.jobs._check()
+        if self._cores is None:
+            self._cores = MappingProxyType(self._sim.rates().task_cores)
+        return self._cores
 
     def gpu_key(self, gpu: int) -> str:
         """The key `Decision.gpu_mode` takes for GPU index `gpu`."""

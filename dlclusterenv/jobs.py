@@ -8,7 +8,7 @@ actually ran (issue #2, "observation honesty").
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -510,12 +510,27 @@ class Job:
         return max(shares)
 
     def touch(self) -> None:
-        """A task moved or a limit changed: drop what was cached from the placement (and say so
-        to the engine's plan stack: Ledger.replanned)."""
+        """A task moved: drop what was cached from the placement (and say so to the engine's
+        plan stack: Ledger.replanned)."""
         self.plan = None
         self.ledger.replanned[self] = None
         self.share = None
         self.proj = None
+        self.view = None
+
+    def relimit(self) -> None:
+        """Only soft CPU limits changed: the plan keeps what the placement made (traffic, links,
+        compute) and takes its tasks' limits anew, as speed.job_plan reads them, in a new plan
+        object (the plan stack follows plans by identity). FlowCon sets limits at every run of
+        its Algorithm 1, and a full re-plan per limit change was a fifth of a Philly-scale
+        FlowCon run. Placement-derived caches (share, proj) stay: limits do not enter them."""
+        plan = self.plan
+        if plan is None:
+            self.touch()
+            return
+        limit = np.array([self.tasks[tid].cpu_limit for tid in plan.task_ids], dtype=float)
+        self.plan = replace(plan, limit=limit, slot=None)
+        self.ledger.replanned[self] = None
         self.view = None
 
     def _queue_epochs(self) -> None:

@@ -572,10 +572,12 @@ class Simulator:
                 self._pause(job, self.now + self._ckpt_s(job))  # migration
                 if t.role == "worker":
                     self._count_locality(job, [t])
+        limited: dict[str, Job] = {}
         for tid, lim in d.cpu_limits.items():
-            job = self.jobs[tid.rpartition("/")[0]]
+            job = limited[tid.rpartition("/")[0]] = self.jobs[tid.rpartition("/")[0]]
             job.tasks[tid].cpu_limit = float(lim)
-            job.touch()
+        for job in limited.values():
+            job.relimit()
         for g, mode in modes.items():
             self.gpu_mode[g] = mode
         if d.wake_at is not None and self.now + EPS < d.wake_at < math.inf:  # inf: never, not kept

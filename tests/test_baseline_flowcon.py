@@ -224,3 +224,49 @@ def test_wake_false_waits_for_the_engines_decision_points():
     assert m_on.jobs[1].jct_s != m_off.jobs[1].jct_s
     with pytest.raises(ValueError, match="wake"):
         FlowCon(wake=1)
+
+
+# Recorded on main 9efbff0, before FlowCon kept its running jobs' layouts (`_containers`), NA kept
+# its idle pass and the engine kept a plan across a limit change (Job.relimit): speed-ups only.
+PINNED = [("flowcon_10", 0, {}, "fc9bc68969325c48", "e73beea4b2f9a30e"),
+          ("default_2x", 0, {}, "384be8478fb67355", "8131416fd40b5aa4"),
+          ("gandiva", 1, {}, "386f4f71c6a32132", "f520db10cff705b1"),
+          ("flowcon_15", 1, {"placer": "pack"}, "620dfc2fb51d1c63", "94f8ec21477488fa")]
+
+
+@pytest.mark.parametrize("scenario,seed,kw,flowcon,na", PINNED)
+def test_decisions_as_recorded_before_the_speed_ups(scenario, seed, kw, flowcon, na):
+    assert decision_digest(scenario, FlowCon(**kw), seed) == flowcon
+    assert decision_digest(scenario, NA(), seed) == na
+
+
+@pytest.mark.parametrize("scenario", ["flowcon_10", "default", "gandiva"])
+def test_containers_are_those_the_job_views_show(scenario, monkeypatch):
+    """At every decision point the kept layouts give each node's containers (jobs with a worker
+    there once the decision is applied; the new ones in arrival order) with their tasks there, as
+    a scan of every job's view does; and ClusterView.task_cores gives each task's TaskView.cores."""
+    seen = {"points": 0, "placed": 0}
+    real = FlowCon._containers
+
+    def containers(self, view, d):
+        got = real(self, view, d)
+        want: dict[int, dict[str, list[str]]] = {}
+        for job in view.jobs:
+            nodes = {t.task_id: int(d.place.get(t.task_id, t.node)) for t in job.tasks}
+            for t in job.tasks:
+                if t.role == "worker" and nodes[t.task_id] >= 0:
+                    want.setdefault(nodes[t.task_id], {})[job.job_id] = [
+                        u.task_id for u in job.tasks if nodes[u.task_id] == nodes[t.task_id]]
+            for t in job.tasks:
+                assert view.task_cores().get(t.task_id, 0.0) == t.cores
+        assert got == want
+        for n, h in got.items():  # the new containers (they join NL in this order): arrival order
+            new = [jid for jid in want[n] if jid not in self.workers.get(n, WorkerState(0.0)).members()]
+            assert [jid for jid in h if jid in new] == new
+        seen["points"] += 1
+        seen["placed"] += bool(d.place)
+        return got
+
+    monkeypatch.setattr(FlowCon, "_containers", containers)
+    dlclusterenv.make_sim(scenario, 0).run(FlowCon())
+    assert seen["points"] > 100 and seen["placed"] > 5, seen

@@ -44,3 +44,31 @@ def test_na_default_scenario_both_doors_identical():
     env = gym.make("DLClusterJoint-v0", scenario="default", max_jobs=64)
     assert direct["jobs_finished"] == 60
     assert SchedulerAdapter(env, NA()).run(0).summary() == direct
+
+
+def test_a_pass_that_started_nothing_is_not_made_again_until_something_changes(monkeypatch):
+    """NA (and FlowCon, which places as NA does) skips the placement pass while the pending jobs
+    and the free resources are those of a pass that started nothing; the decisions are those of
+    one that makes every pass. FlowCon's timer makes most of its decision points such repeats."""
+    import baselines.na as na_mod
+    from baselines.flowcon import FlowCon
+    from helpers import decision_digest
+
+    calls = []
+    real = na_mod.start_pending
+    monkeypatch.setattr(na_mod, "start_pending", lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    def every_pass(cls):
+        class EveryPass(cls):
+            def place_pending(self, view, d):
+                self._idle = None
+                return super().place_pending(view, d)
+        return EveryPass()
+
+    for cls, sc, least in ((NA, "default", 1), (FlowCon, "dltap", 10)):  # (123 of 131, 120 of 1,698)
+        calls.clear()
+        kept = decision_digest(sc, cls(), 0)
+        n_kept = len(calls)
+        calls.clear()
+        assert decision_digest(sc, every_pass(cls), 0) == kept
+        assert n_kept * least < len(calls), (cls.name, sc, n_kept, len(calls))
