@@ -221,23 +221,11 @@ class FlowCon(NA):
             known, self._layout = self._layout, {}
             for k, jid in enumerate(ids):
                 lay = known.get(jid)
-                if lay is None:
-                    lay = {}
-                    for t in view.running[k].tasks:
-                        if t.node >= 0:
-                            w, tids = lay.get(t.node, (False, []))
-                            lay[t.node] = (w or t.role == "worker", [*tids, t.task_id])
-                self._layout[jid] = lay
+                self._layout[jid] = lay if lay is not None else _layout(view.running[k], {})
             self._running_ids = ids
         placed = []  # (job id, node, its task ids there) of the pending jobs with a worker placed
         for job in view.pending:
-            lay = {}
-            for t in job.tasks:
-                node = int(d.place.get(t.task_id, t.node))
-                if node >= 0:
-                    w, tids = lay.get(node, (False, []))
-                    lay[node] = (w or t.role == "worker", [*tids, t.task_id])
-            placed += [(job.job_id, n, tids) for n, (w, tids) in lay.items() if w]
+            placed += [(job.job_id, n, tids) for n, (w, tids) in _layout(job, d.place).items() if w]
         out: dict[int, dict[str, list[str]]] = {}
         for jid in ids:
             for node, (w, tids) in self._layout[jid].items():
@@ -283,6 +271,18 @@ class FlowCon(NA):
                 lim = s.limit[c] / len(tasks)
                 if abs(lim - t.cpu_limit) > 1e-12:
                     d.cpu_limits[t.task_id] = lim
+
+
+def _layout(job: JobView, place: dict) -> dict[int, tuple[bool, list[str]]]:
+    """node -> (a worker of the job there, the ids of its tasks there in task order), with the
+    tasks `place` moves where it puts them."""
+    lay: dict[int, tuple[bool, list[str]]] = {}
+    for t in job.tasks:
+        node = int(place.get(t.task_id, t.node))
+        if node >= 0:
+            w, tids = lay.get(node, (False, []))
+            lay[node] = (w or t.role == "worker", [*tids, t.task_id])
+    return lay
 
 
 def _loss_now(job: JobView) -> float | None:
